@@ -1,0 +1,1 @@
+"""RLlib algorithm builders and non-RL baselines."""

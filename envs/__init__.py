@@ -1,0 +1,1 @@
+"""Gymnasium environments (no Ray imports here)."""
