@@ -1,0 +1,32 @@
+"""What an environment family returns when a trained policy is scored out of sample.
+
+Every env family (trading, agents) scores a policy the same way: it walks the held-out
+split, runs the same walk for its non-RL baselines, and returns one `EvaluationReport`.
+The experiment layer prints `table`, logs `agent_metrics` to MLflow and plots `series`;
+keeping plotting out of `envs/` keeps this package free of matplotlib and Ray.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+# A greedy policy: a batch of observations (n, obs_dim) -> a batch of discrete actions (n,).
+Policy = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass
+class EvaluationReport:
+    """Out-of-sample scores of the agent next to its baselines."""
+
+    title: str
+    # One row per strategy (the agent first, then baselines), one column per metric.
+    table: pd.DataFrame
+    # The agent's headline metrics under stable names, e.g. {"eval/sharpe": 0.8}.
+    agent_metrics: dict[str, float]
+    # One column per strategy, indexed by time or cycle, e.g. equity curves or per-cycle APFD.
+    series: pd.DataFrame
+    series_label: str
+    notes: list[str] = field(default_factory=list)
