@@ -1,0 +1,109 @@
+"""`python -m experiments.hardware list | show NAME|PATH | detect`: look at presets before spending money.
+
+User mistakes (unknown preset, malformed file) print one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from envs.errors import InputError
+from experiments.hardware.detect import ENV_VAR, detect_hardware, preset_for
+from experiments.hardware.plan import estimate, resolve_plan, trials_at_once
+from experiments.hardware.presets import HardwarePreset, is_auto, load_all_presets, load_preset
+
+SHOW_TIMEFRAMES = ("1h", "1d")
+DEFAULT_ENV_STEPS = 100_000
+PIPED_WIDTH = 140
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; InputError becomes a one-line message and exit code 2."""
+    args = _parser().parse_args(argv)
+    # Rich wraps at 80 columns when piped; tables are unreadable at that width.
+    console = Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
+    try:
+        args.handler(args, console)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.hardware", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="table of all presets in conf/hardware").set_defaults(handler=_list)
+    show = sub.add_parser("show", help="one preset and its resolved plan for 1h and 1d")
+    show.add_argument("preset", help="preset name (e.g. rtx_4090) or path to a YAML file")
+    show.add_argument(
+        "--trials", type=int, default=None, help="trials in the sweep (default: as many as run at once)"
+    )
+    show.add_argument(
+        "--env-steps", type=int, default=DEFAULT_ENV_STEPS, help="env steps per trial for the estimate"
+    )
+    show.set_defaults(handler=_show)
+    sub.add_parser("detect", help="what this machine is and which preset it maps to").set_defaults(
+        handler=_detect
+    )
+    return parser
+
+
+def _gpus_text(preset: HardwarePreset) -> str:
+    if preset.gpu_count == 0 or preset.gpu_model is None:
+        return "-"
+    model = preset.gpu_model.removeprefix("NVIDIA ")
+    return model if preset.gpus else f"{preset.gpu_count}x {model}"
+
+
+def _list(_: argparse.Namespace, console: Console) -> None:
+    table = Table(title="Hardware presets (conf/hardware)")
+    for column in ("name", "GPUs", "VRAM", "strategy", "trials at once", "batch 1h/1d", "$/h"):
+        table.add_column(
+            column, justify="right" if column in ("VRAM", "trials at once", "$/h") else "left", no_wrap=True
+        )
+    for preset in load_all_presets():
+        table.add_row(
+            preset.name,
+            _gpus_text(preset),
+            f"{preset.vram_gb:g} GB" if preset.vram_gb else "-",
+            preset.strategy,
+            str(trials_at_once(preset)),
+            "/".join(str(resolve_plan(preset, tf, 1).train_batch_size_per_learner) for tf in SHOW_TIMEFRAMES),
+            f"{preset.price_per_hour_usd:g}" if preset.price_per_hour_usd is not None else "-",
+        )
+    console.print(table)
+
+
+def _show(args: argparse.Namespace, console: Console) -> None:
+    preset = load_preset(args.preset)
+    table = Table(title=f"Preset {preset.name}", show_header=False)
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    for key, value in preset.model_dump().items():
+        table.add_row(key, "null" if value is None else str(value))
+    console.print(table)
+    trials = args.trials if args.trials is not None else trials_at_once(preset)
+    for timeframe in SHOW_TIMEFRAMES:
+        plan = resolve_plan(preset, timeframe, trials)
+        console.print(f"[bold]{timeframe}[/bold]: {plan.describe()}", highlight=False)
+        console.print(f"    {estimate(plan, preset, trials, args.env_steps).describe()}", highlight=False)
+
+
+def _detect(_: argparse.Namespace, console: Console) -> None:
+    detected = detect_hardware()
+    preset, warning = preset_for(detected)
+    console.print(f"This machine: {detected.summary()}", highlight=False)
+    reason = "no CUDA" if not detected.cuda_available else "matched by GPU name, count and VRAM"
+    console.print(f"Detected preset: [bold]{preset.name}[/bold] ({reason})", highlight=False)
+    if warning:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    override = os.environ.get(ENV_VAR, "").strip()
+    if override and not is_auto(override):
+        console.print(f"{ENV_VAR}={override} is set: runs use it instead of detection", highlight=False)
+    console.print(resolve_plan(preset, None, trials_at_once(preset)).describe(), highlight=False)

@@ -1,0 +1,196 @@
+"""From a preset to RLlib resources, Tune concurrency, a time/cost estimate and a cluster check.
+
+The four strategies are the user's notes' multi-GPU strategies in RLlib terms:
+`cpu` (no GPU anywhere), `shared_gpu` (several trials on one GPU via fractional GPUs),
+`trial_per_gpu` (one trial, e.g. one coin or one agent, per GPU) and `multi_gpu_learners`
+(one trial data-parallel across all GPUs, `num_learners` = GPU count).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from envs.errors import InputError
+from experiments.hardware.presets import HardwarePreset, cpus_per_trial, learner_count
+
+# One CPU per remote learner: RLlib's "auto" would give GPU learners 0, leaving nothing to feed them.
+CPUS_PER_LEARNER = 1
+# Ray keeps resource amounts to 4 decimals; rounding a share up (1/7 -> 0.1429) would fit only 6 on a GPU.
+_RAY_RESOLUTION = 10_000
+
+
+@dataclass(frozen=True)
+class ResourcePlan:
+    """What one trial gets and how many run at once; the run pipeline copies these into RLlib/Tune."""
+
+    preset: str
+    strategy: str
+    gpu_model: str | None
+    gpu_count: int
+    vram_gb: float | None
+    timeframe: str | None
+    num_learners: int
+    num_gpus_per_learner: float
+    num_cpus_per_learner: int
+    num_env_runners: int
+    num_envs_per_env_runner: int
+    num_cpus_per_env_runner: float
+    train_batch_size_per_learner: int
+    max_concurrent_trials: int
+    gpus_per_trial: float
+    cpus_per_trial: float
+
+    def as_params(self) -> dict[str, str | int | float]:
+        """Flat `hardware/<field>` params for MLflow (None becomes "none": MLflow params are strings)."""
+        return {f"hardware/{k}": ("none" if v is None else v) for k, v in asdict(self).items()}
+
+    def describe(self) -> str:
+        """One line in the style of the notes' log: "Using profile 'NVIDIA RTX 4090' (24GB VRAM): ..."."""
+        if self.gpu_model is None:
+            head = f"Using profile '{self.preset}' (CPU only)"
+        else:
+            count = f"{self.gpu_count}x " if self.gpu_count > 1 else ""
+            head = f"Using profile '{self.gpu_model}' ({count}{self.vram_gb:g}GB VRAM)"
+        batch = f"batch {self.train_batch_size_per_learner}" + (
+            f" ({self.timeframe})" if self.timeframe else ""
+        )
+        if self.num_env_runners:
+            runners = f"{self.num_env_runners} env runners x {self.num_envs_per_env_runner} envs"
+        else:
+            runners = f"{self.num_envs_per_env_runner} envs in the trial process"
+        per_trial = f"{self.cpus_per_trial:g} CPU" + (
+            f" + {self.gpus_per_trial:.4g} GPU" if self.gpus_per_trial else ""
+        )
+        return (
+            f"{head}: preset {self.preset}, {self.strategy}, {self.max_concurrent_trials} trial(s) at once, "
+            f"{per_trial} per trial, {_learners_text(self)}, {batch}, {runners}"
+        )
+
+
+def _learners_text(plan: ResourcePlan) -> str:
+    if plan.num_learners > 0:
+        return f"{plan.num_learners} learners x {plan.num_gpus_per_learner:g} GPU"
+    if plan.num_gpus_per_learner > 0:
+        return f"local learner on {plan.num_gpus_per_learner:.4g} GPU"
+    return "local learner on CPU"
+
+
+def trials_at_once(preset: HardwarePreset) -> int:
+    """How many trials the preset runs concurrently, limited by its GPUs and its CPUs."""
+    by_gpu = {
+        "cpu": preset.cpus,
+        "shared_gpu": preset.gpu_count * preset.trials_per_gpu,
+        "trial_per_gpu": preset.gpu_count,
+        "multi_gpu_learners": 1,
+    }[preset.strategy]
+    by_cpu = int(preset.cpus // cpus_per_trial(preset))
+    return max(1, min(by_gpu, by_cpu))
+
+
+def gpus_per_learner(preset: HardwarePreset) -> float:
+    """A fraction for shared GPUs (Ray schedules it, it does not cap memory), else a whole GPU or none."""
+    if preset.strategy == "cpu":
+        return 0.0
+    if preset.strategy == "shared_gpu":
+        return math.floor(_RAY_RESOLUTION / preset.trials_per_gpu) / _RAY_RESOLUTION
+    return 1.0
+
+
+def batch_size(preset: HardwarePreset, timeframe: str | None) -> int:
+    """The notes' per-timeframe batch size; the preset's default for other timeframes and non-trading envs."""
+    if timeframe is not None and timeframe in preset.batch_size_per_timeframe:
+        return preset.batch_size_per_timeframe[timeframe]
+    return preset.default_batch_size
+
+
+def resolve_plan(preset: HardwarePreset, timeframe: str | None, num_trials: int) -> ResourcePlan:
+    """Turn a preset into per-trial RLlib resources and a Tune concurrency for `num_trials` trials."""
+    if num_trials < 1:
+        raise InputError(
+            f"number of trials must be >= 1, got {num_trials}: check the search space and num_samples"
+        )
+    learners = learner_count(preset)
+    per_learner = gpus_per_learner(preset)
+    return ResourcePlan(
+        preset=preset.name,
+        strategy=preset.strategy,
+        gpu_model=preset.gpu_model,
+        gpu_count=preset.gpu_count,
+        vram_gb=preset.vram_gb,
+        timeframe=timeframe,
+        num_learners=learners,
+        num_gpus_per_learner=per_learner,
+        num_cpus_per_learner=CPUS_PER_LEARNER,
+        num_env_runners=preset.env_runners_per_trial,
+        num_envs_per_env_runner=preset.envs_per_env_runner,
+        num_cpus_per_env_runner=preset.cpus_per_env_runner,
+        train_batch_size_per_learner=batch_size(preset, timeframe),
+        max_concurrent_trials=min(trials_at_once(preset), num_trials),
+        gpus_per_trial=per_learner * max(learners, 1),
+        cpus_per_trial=cpus_per_trial(preset),
+    )
+
+
+@dataclass
+class PlanEstimate:
+    """Wall-clock and cost of a sweep from the preset's declared throughput (a budget, not a promise)."""
+
+    trials: int
+    trials_at_once: int
+    waves: int
+    env_steps_per_trial: int
+    hours: float
+    cost_usd: float | None
+
+    def describe(self) -> str:
+        """'8 trials, 4 at once -> 2 waves x 100000 env steps: 1.2 h, $14.70'."""
+        cost = (
+            f"${self.cost_usd:,.2f}" if self.cost_usd is not None else "cost unknown (no price in the preset)"
+        )
+        return (
+            f"{self.trials} trials, {self.trials_at_once} at once -> {self.waves} wave(s) x "
+            f"{self.env_steps_per_trial} env steps: {self.hours:.2f} h, {cost}"
+        )
+
+
+def estimate(
+    plan: ResourcePlan, preset: HardwarePreset, num_trials: int, env_steps_per_trial: int
+) -> PlanEstimate:
+    """Waves of concurrent trials times the time one trial needs at the preset's env steps per second."""
+    if num_trials < 1 or env_steps_per_trial < 1:
+        raise InputError(
+            f"estimate needs >= 1 trial and >= 1 env step per trial, "
+            f"got {num_trials} and {env_steps_per_trial}"
+        )
+    waves = math.ceil(num_trials / plan.max_concurrent_trials)
+    hours = waves * env_steps_per_trial / preset.env_steps_per_second / 3600
+    cost = hours * preset.price_per_hour_usd if preset.price_per_hour_usd is not None else None
+    return PlanEstimate(num_trials, plan.max_concurrent_trials, waves, env_steps_per_trial, hours, cost)
+
+
+def check_cluster(plan: ResourcePlan, cluster_resources: Mapping[str, float]) -> None:
+    """Fail fast when one trial cannot fit in the Ray cluster (Tune would leave it PENDING forever)."""
+    gpus = float(cluster_resources.get("GPU", 0.0))
+    cpus = float(cluster_resources.get("CPU", 0.0))
+    if plan.gpus_per_trial > gpus + 1e-9:
+        raise InputError(
+            f"preset {plan.preset} needs {plan.gpus_per_trial:.4g} GPU per trial, "
+            f"the Ray cluster has {gpus:g} GPUs: pick --hardware cpu or start Ray on a GPU machine"
+        )
+    if plan.cpus_per_trial > cpus + 1e-9:
+        raise InputError(
+            f"preset {plan.preset} needs {plan.cpus_per_trial:g} CPUs per trial, "
+            f"the Ray cluster has {cpus:g} CPUs: pick a preset with fewer env_runners_per_trial "
+            f"or start Ray with more CPUs"
+        )
+
+
+def check_live_cluster(plan: ResourcePlan) -> None:
+    """`check_cluster` against the running Ray cluster; Ray is imported only here to keep dry runs fast."""
+    import ray
+
+    if not ray.is_initialized():
+        raise RuntimeError("check_live_cluster needs ray.init() first")
+    check_cluster(plan, ray.cluster_resources())
