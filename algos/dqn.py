@@ -1,0 +1,113 @@
+"""Build an RLlib (new API stack) `DQNConfig` from an experiment file and a resource plan.
+
+The YAML sections mirror the builder methods, so this is a translation: each section
+becomes one builder call. Search-space domains are substituted at their dotted paths
+before translation, so Tune resolves them per trial. Resources (learners, GPUs, env
+runners, batch size) come from the hardware plan unless the experiment sets them.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+from ray.rllib.algorithms.dqn import DQNConfig
+from ray.tune.registry import register_env
+
+import envs
+from experiments.config import ExperimentConfig
+from experiments.hardware import ResourcePlan
+
+REPLAY_BUFFERS = {"prioritized": "PrioritizedEpisodeReplayBuffer", "uniform": "EpisodeReplayBuffer"}
+
+
+def _make_platform_env(env_id: str):
+    def create(env_context: dict[str, Any]) -> gym.Env:
+        import envs  # noqa: F401  (registers the ids inside env-runner processes)
+
+        return gym.make(env_id, config=dict(env_context))
+
+    return create
+
+
+def _make_gym_env(env_id: str):
+    def create(env_context: dict[str, Any]) -> gym.Env:
+        return gym.make(env_id, **dict(env_context))
+
+    return create
+
+
+def register_environment(env_id: str) -> None:
+    """Make `env_id` known to RLlib: platform envs take one `config` dict, other Gymnasium ids kwargs."""
+    if env_id in envs.ENVIRONMENTS:
+        register_env(env_id, _make_platform_env(env_id))
+    elif env_id in gym.registry:
+        register_env(env_id, _make_gym_env(env_id))
+    else:
+        from envs.errors import InputError
+        import difflib
+
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
+        hint = f": did you mean {close[0]!r}?" if close else ": see gymnasium.registry or envs.ENVIRONMENTS"
+        raise InputError(f"environment.env {env_id!r} is not a registered environment{hint}")
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {})
+    tree[leaf] = value
+
+
+def _first(*values: Any) -> Any:
+    return next(v for v in values if v is not None)
+
+
+def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
+                     domains: dict[str, Any] | None = None, seed: Any = None) -> DQNConfig:
+    """The full DQNConfig for one trial (or, with Tune domains inside, for a whole sweep)."""
+    sections = copy.deepcopy(exp.model_dump())
+    for dotted, domain in (domains or {}).items():
+        _set_path(sections, dotted, domain)
+    env, runners, learners = sections["environment"], sections["env_runners"], sections["learners"]
+    training, module, evaluation = sections["training"], sections["rl_module"], sections["evaluation"]
+    replay = training.pop("replay_buffer")
+    replay_config: dict[str, Any] = {"type": REPLAY_BUFFERS[replay["type"]], "capacity": replay["capacity"]}
+    if replay["type"] == "prioritized":
+        replay_config.update(alpha=replay["alpha"], beta=replay["beta"])
+    training["epsilon"] = [list(point) for point in training["epsilon"]]
+    training["train_batch_size_per_learner"] = _first(training["train_batch_size_per_learner"],
+                                                      plan.train_batch_size_per_learner)
+    optional = {k: training.pop(k) for k in ("training_intensity", "grad_clip")}
+
+    register_environment(env["env"])
+    config = (
+        DQNConfig()
+        .environment(env["env"], env_config=env["env_config"])
+        .framework("torch")
+        .env_runners(
+            num_env_runners=_first(runners["num_env_runners"], plan.num_env_runners),
+            num_envs_per_env_runner=_first(runners["num_envs_per_env_runner"], plan.num_envs_per_env_runner),
+            num_cpus_per_env_runner=_first(runners["num_cpus_per_env_runner"], plan.num_cpus_per_env_runner),
+            rollout_fragment_length=runners["rollout_fragment_length"],
+        )
+        .learners(
+            num_learners=_first(learners["num_learners"], plan.num_learners),
+            num_gpus_per_learner=_first(learners["num_gpus_per_learner"], plan.num_gpus_per_learner),
+        )
+        .training(replay_buffer_config=replay_config,
+                  **training, **{k: v for k, v in optional.items() if v is not None})
+        .rl_module(model_config=module)
+        .reporting(**{k: v for k, v in sections["reporting"].items() if v is not None})
+        .debugging(seed=seed)
+    )
+    if evaluation["evaluation_interval"]:
+        config.evaluation(
+            evaluation_interval=evaluation["evaluation_interval"],
+            evaluation_duration=evaluation["evaluation_duration"],
+            evaluation_duration_unit=evaluation["evaluation_duration_unit"],
+            evaluation_num_env_runners=0,
+            evaluation_config=DQNConfig.overrides(
+                env_config={**env["env_config"], **evaluation["env_config"]}, explore=False),
+        )
+    return config

@@ -1,0 +1,105 @@
+"""The env_config of the test-prioritization environments, validated in one place.
+
+The same dictionary reaches the environments (from `gymnasium.make(id, **config)` or
+from RLlib's `env_config`) and `evaluate_policy`, so both parse it here: a typo in a
+key or a value out of range raises `InputError` naming the key and the fix, instead of
+silently training on defaults.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from envs.errors import InputError
+
+# The widest verdict history a feature can look back on (the loaders store this many runs).
+HISTORY_CAPACITY = 64
+MODES = ("pointwise", "pairwise")
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class PrioritizationConfig:
+    """Every env_config key with its default; `gymnasium.make` with no config uses these."""
+
+    # CSV in the RETECS or enriched format; None -> a seeded synthetic CI history.
+    data_path: str | None = None
+    # Past verdicts per test in the observation; None -> the format's usual window
+    # (10 for RETECS / synthetic, 4 for the enriched Apache data sets).
+    history_window: int | None = None
+    # Which cycles the environment samples episodes from; evaluation always uses "test".
+    split: str = "train"
+    # The earliest cycles (in time order) form the training split, the rest the test split.
+    train_fraction: float = 0.7
+    # Keep only the first N cycles (in time order), e.g. to make a big data set small.
+    max_cycles: int | None = None
+    seed: int = 0
+    # Fraction of a cycle's total duration that may run, for NAPFD (1.0 = run everything).
+    time_budget: float = 0.5
+    # "pointwise" (one test per step) or "pairwise" (two tests per step); the evaluator reads it.
+    mode: str = "pointwise"
+    cycles_per_episode: int = 1
+    # Pointwise: number of priority buckets (the size of the discrete action space).
+    priority_buckets: int = 10
+    # Pairwise: comparisons per cycle in an episode.
+    pairs_per_cycle: int = 32
+    # Pairwise: share of comparisons drawn as (failing, passing) pairs when a cycle has both.
+    mixed_pair_fraction: float = 0.5
+
+
+_KEYS = tuple(f.name for f in fields(PrioritizationConfig))
+
+
+def parse_config(raw: Mapping[str, Any] | None) -> PrioritizationConfig:
+    """Validate a user's env_config; unknown keys and bad values raise `InputError`."""
+    given = dict(raw or {})
+    unknown = [key for key in given if key not in _KEYS]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, _KEYS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InputError(
+            f"env_config: unknown key {key!r}{hint}; valid keys are {', '.join(_KEYS)}"
+        )
+    config = PrioritizationConfig(**given)
+    _check(config)
+    return config
+
+
+def _check(config: PrioritizationConfig) -> None:
+    if config.data_path is not None and not isinstance(config.data_path, str):
+        raise InputError(f"env_config.data_path: expected a file path string or null, got {config.data_path!r}")
+    if config.history_window is not None:
+        _int_in("history_window", config.history_window, 1, HISTORY_CAPACITY)
+    _choice("split", config.split, SPLITS)
+    _choice("mode", config.mode, MODES)
+    _float_in("train_fraction", config.train_fraction, 0.0, 1.0, low_open=True, high_open=True)
+    if config.max_cycles is not None:
+        _int_in("max_cycles", config.max_cycles, 2, None)
+    _int_in("seed", config.seed, 0, None)
+    _float_in("time_budget", config.time_budget, 0.0, 1.0, low_open=True, high_open=False)
+    _int_in("cycles_per_episode", config.cycles_per_episode, 1, None)
+    _int_in("priority_buckets", config.priority_buckets, 2, None)
+    _int_in("pairs_per_cycle", config.pairs_per_cycle, 1, None)
+    _float_in("mixed_pair_fraction", config.mixed_pair_fraction, 0.0, 1.0, low_open=False, high_open=False)
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InputError(f"env_config.{key}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _int_in(key: str, value: Any, low: int, high: int | None) -> None:
+    bound = f"between {low} and {high}" if high is not None else f">= {low}"
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        raise InputError(f"env_config.{key}: expected an integer {bound}, got {value!r}")
+
+
+def _float_in(key: str, value: Any, low: float, high: float, *, low_open: bool, high_open: bool) -> None:
+    left, right = ("(" if low_open else "["), (")" if high_open else "]")
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok:
+        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        raise InputError(f"env_config.{key}: expected a number in {left}{low}, {high}{right}, got {value!r}")

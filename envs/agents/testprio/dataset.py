@@ -1,0 +1,78 @@
+"""From an env_config to ready-to-serve arrays: load, slice, split by time, featurize.
+
+RLlib builds many environment copies per process and the evaluator builds the same data
+again, so the prepared data is cached per process, keyed by the file's identity
+(path, size, modification time) and the settings that shape it; its arrays are read-only.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from envs.agents.testprio.config import PrioritizationConfig
+from envs.agents.testprio.data import CIHistory, load_history
+from envs.agents.testprio.features import FeatureSet, build_features
+from envs.agents.testprio.synthetic import generate_history
+from envs.errors import InputError
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """A history, its features and its time split into training and test cycles."""
+
+    history: CIHistory
+    features: FeatureSet
+    window: int
+    train_cycles: np.ndarray  # cycle positions, in time order
+    test_cycles: np.ndarray
+
+    def cycles(self, split: str) -> np.ndarray:
+        return self.train_cycles if split == "train" else self.test_cycles
+
+
+def prepare(config: PrioritizationConfig) -> PreparedData:
+    """The prepared data for a validated config (cached per process)."""
+    if config.data_path is None:
+        identity = None
+    else:
+        path = Path(config.data_path).expanduser().resolve()
+        if not path.is_file():
+            raise InputError(
+                f"env_config.data_path: {config.data_path} does not exist; point it at a RETECS or "
+                f"enriched CSV, or leave it null for synthetic data"
+            )
+        stat = path.stat()
+        identity = (str(path), stat.st_size, stat.st_mtime_ns)
+    return _prepare(identity, config.history_window, config.train_fraction, config.max_cycles)
+
+
+def time_split(n_cycles: int, train_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest cycles for training, the rest for testing; both must be non-empty."""
+    n_train = int(n_cycles * train_fraction)
+    if n_train < 1 or n_train >= n_cycles:
+        raise InputError(
+            f"env_config.train_fraction: {train_fraction} of {n_cycles} cycles leaves an empty training or "
+            f"test split; use more cycles (max_cycles) or a fraction between {1 / n_cycles:.3f} and "
+            f"{(n_cycles - 1) / n_cycles:.3f}"
+        )
+    return np.arange(n_train), np.arange(n_train, n_cycles)
+
+
+@functools.lru_cache(maxsize=8)
+def _prepare(
+    identity: tuple[str, int, int] | None, history_window: int | None, train_fraction: float, max_cycles: int | None
+) -> PreparedData:
+    history = generate_history() if identity is None else load_history(identity[0])
+    if max_cycles is not None:
+        history = history.head(max_cycles)
+    train, test = time_split(history.n_cycles, train_fraction)
+    window = history_window or history.default_history_window
+    features = build_features(history, window, len(train))
+    for array in [*vars(history).values(), features.duration_estimates]:
+        if isinstance(array, np.ndarray):
+            array.setflags(write=False)
+    return PreparedData(history=history, features=features, window=window, train_cycles=train, test_cycles=test)
+

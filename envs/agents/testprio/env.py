@@ -1,0 +1,181 @@
+"""Gymnasium environments for learning to prioritize CI test cases.
+
+Both environments sample CI cycles of one split (by default the training split: the
+earliest `train_fraction` of the cycles) uniformly at random, seeded through
+`reset(seed=...)` (or `env_config.seed` when reset is never given a seed). Cycles with a
+single test are skipped: there is nothing to order. Actions never change what comes next,
+so each step is a contextual bandit; a discount of 0 (or small) suits DQN here.
+
+Pointwise (`agents/TestPrioritization-v0`): an episode walks every test of
+`cycles_per_episode` cycles in a random order; each step shows one test's features and
+the action is a priority bucket a in 0..k-1 (k = `priority_buckets`, higher runs first).
+Reward: 1 - (a / (k - 1) - y)^2 with y = 1 if the test fails in this cycle, else 0. This
+is a Brier score, so the bucket that maximizes the expected reward is the one closest to
+the test's failure probability given its features: sorting by bucket sorts by estimated
+risk, and a confident, correct bucket earns 1.
+
+Pairwise (`agents/TestPrioritizationPairwise-v0`): an episode makes `pairs_per_cycle`
+comparisons in each of `cycles_per_episode` cycles; a step shows the features of two
+tests of the same cycle side by side and action 0 means "the left test runs first", 1
+"the right one". Reward +1 when the choice agrees with the optimal order (failing before
+passing; within the same verdict, the shorter actual duration first), -1 when it does not,
+0 when the two tests tie in that order (same verdict and duration). When a cycle has both
+verdicts, a share `mixed_pair_fraction` of its pairs is drawn as (failing, passing) pairs
+in random sides, so rare failures are not drowned out by passing-passing pairs.
+
+Observations are float32 feature vectors within [-5, 5] (see
+`envs.agents.testprio.features`); all arrays are precomputed at construction and a step
+does O(1) work with no pandas.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.agents.testprio.config import PrioritizationConfig, parse_config
+from envs.agents.testprio.dataset import PreparedData, prepare
+from envs.agents.testprio.features import CLIP
+from envs.agents.testprio.ranking import pair_observations
+from envs.errors import InputError
+
+
+class _PrioritizationEnv(gym.Env[np.ndarray, np.int64]):
+    """Config, data and cycle sampling shared by the pointwise and pairwise environments."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+    MODE: str
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        given = {**dict(config or {}), **kwargs}
+        given.setdefault("mode", self.MODE)
+        self.config: PrioritizationConfig = parse_config(given)
+        if self.config.mode != self.MODE:
+            raise InputError(
+                f"env_config.mode: {self.config.mode!r} does not match this {self.MODE} environment; "
+                f"drop the key or set it to {self.MODE!r}"
+            )
+        self.data: PreparedData = prepare(self.config)
+        history = self.data.history
+        cycles = self.data.cycles(self.config.split)
+        self._cycles = cycles[history.cycle_sizes[cycles] >= 2]
+        if self._cycles.size == 0:
+            raise InputError(
+                f"{history.source}: the {self.config.split} split has no cycle with two or more tests to "
+                f"order; use more cycles (max_cycles) or a different train_fraction"
+            )
+        self._features = self.data.features.matrix
+        self._offsets = history.offsets
+        self._verdicts = history.verdicts
+        self._seeded = False
+
+    def _sample_cycles(self) -> np.ndarray:
+        return self.np_random.choice(self._cycles, size=self.config.cycles_per_episode)
+
+    def _seed_once(self, seed: int | None) -> int | None:
+        """The first reset without a seed uses env_config.seed, so defaults are reproducible."""
+        if seed is None and not self._seeded:
+            seed = self.config.seed
+        self._seeded = True
+        return seed
+
+
+class PointwiseTestPrioritizationEnv(_PrioritizationEnv):
+    """One test per step; the action is its priority bucket (see the module docstring)."""
+
+    MODE = "pointwise"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._buckets = self.config.priority_buckets
+        self.observation_space = spaces.Box(-CLIP, CLIP, shape=(self.data.features.dim,), dtype=np.float32)
+        self.action_space = spaces.Discrete(self._buckets)
+        self._rows = np.zeros(0, dtype=np.int64)
+        self._step = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=self._seed_once(seed))
+        rows = [
+            self._offsets[c] + self.np_random.permutation(self._offsets[c + 1] - self._offsets[c])
+            for c in self._sample_cycles()
+        ]
+        self._rows = np.concatenate(rows)
+        self._step = 0
+        return self._features[self._rows[0]].copy(), {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        bucket = int(action)
+        if not 0 <= bucket < self._buckets:
+            raise ValueError(f"action {action!r} is outside Discrete({self._buckets})")
+        failed = float(self._verdicts[self._rows[self._step]])
+        reward = 1.0 - (bucket / (self._buckets - 1) - failed) ** 2
+        self._step += 1
+        terminated = self._step == self._rows.size
+        observed = self._rows[self._step - 1] if terminated else self._rows[self._step]
+        return self._features[observed].copy(), reward, terminated, False, {}
+
+
+class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
+    """Two tests of one cycle per step; the action says which runs first (see the module docstring)."""
+
+    MODE = "pairwise"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.observation_space = spaces.Box(-CLIP, CLIP, shape=(2 * self.data.features.dim,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+        self._durations = self.data.history.durations
+        self._left = np.zeros(0, dtype=np.int64)
+        self._right = np.zeros(0, dtype=np.int64)
+        self._target = np.zeros(0, dtype=np.int64)
+        self._step = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=self._seed_once(seed))
+        pairs = [self._sample_pairs(c) for c in self._sample_cycles()]
+        self._left = np.concatenate([left for left, _ in pairs])
+        self._right = np.concatenate([right for _, right in pairs])
+        self._target = self._left_first_target(self._left, self._right)
+        self._step = 0
+        return self._observation(0), {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        choice = int(action)
+        if choice not in (0, 1):
+            raise ValueError(f"action {action!r} is outside Discrete(2)")
+        target = self._target[self._step]
+        reward = float(target if choice == 0 else -target)
+        self._step += 1
+        terminated = self._step == self._left.size
+        return self._observation(self._step - 1 if terminated else self._step), reward, terminated, False, {}
+
+    def _observation(self, step: int) -> np.ndarray:
+        return pair_observations(self._features, self._left[step : step + 1], self._right[step : step + 1])[0]
+
+    def _sample_pairs(self, cycle: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices of `pairs_per_cycle` (left, right) pairs of distinct tests of a cycle."""
+        rng, count = self.np_random, self.config.pairs_per_cycle
+        start, n = int(self._offsets[cycle]), int(self._offsets[cycle + 1] - self._offsets[cycle])
+        left = rng.integers(n, size=count)
+        right = (left + rng.integers(1, n, size=count)) % n
+        failing = np.flatnonzero(self._verdicts[start : start + n])
+        passing = np.flatnonzero(~self._verdicts[start : start + n])
+        if failing.size and passing.size:
+            mixed = rng.random(count) < self.config.mixed_pair_fraction
+            fail_pick, pass_pick = rng.choice(failing, size=count), rng.choice(passing, size=count)
+            fail_left = rng.random(count) < 0.5
+            left = np.where(mixed, np.where(fail_left, fail_pick, pass_pick), left)
+            right = np.where(mixed, np.where(fail_left, pass_pick, fail_pick), right)
+        return start + left, start + right
+
+    def _left_first_target(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """+1 if the left test comes first in the optimal order, -1 if the right one does, 0 on a tie."""
+        verdict_gap = self._verdicts[left].astype(np.int64) - self._verdicts[right].astype(np.int64)
+        duration_gap = np.sign(self._durations[right] - self._durations[left]).astype(np.int64)
+        return np.where(verdict_gap != 0, verdict_gap, duration_gap)

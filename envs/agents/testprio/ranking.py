@@ -1,0 +1,116 @@
+"""Turn a trained greedy policy into a full order of a CI cycle.
+
+Ties are broken by one deterministic rule shared by both modes: the tie-break order
+sorts tests by estimated duration (shorter first, pre-cycle information) and then by a
+seeded random key, never by row order, which in real data can correlate with verdicts.
+
+Pointwise: one batched policy call scores every test with a priority bucket; higher
+buckets run first, equal buckets follow the tie-break order.
+
+Pairwise: the policy is a comparator on the concatenated features of two tests (action
+0 = the left test runs first). Each pair is shown in both orders, so a policy with a
+position bias cannot win by it: i precedes j when both presentations agree, and a split
+vote is a tie. Cycles of up to `TOURNAMENT_MAX_TESTS` tests play a full round robin in one
+batched call and sort by the number of won comparisons (a split counts half); larger
+cycles are merge-sorted with all merges of a level advanced in lockstep, so each policy
+call carries one comparison per active merge (about 2n calls, n log n comparisons) and
+a split vote keeps the tie-break order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from envs.report import Policy
+
+TOURNAMENT_MAX_TESTS = 200
+
+
+def tiebreak_order(duration_estimates: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Shorter estimated duration first, then a seeded random key."""
+    return np.lexsort((rng.random(duration_estimates.size), duration_estimates))
+
+
+def rank_pointwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray, n_actions: int) -> np.ndarray:
+    """Order a cycle by the policy's priority bucket (highest first)."""
+    buckets = policy_actions(policy, features[tiebreak], n_actions)
+    return tiebreak[np.argsort(-buckets, kind="stable")]
+
+
+def rank_pairwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    """Order a cycle with the policy as a comparator of two tests."""
+    if tiebreak.size <= TOURNAMENT_MAX_TESTS:
+        return _round_robin(policy, features, tiebreak)
+    return _lockstep_merge_sort(policy, features, tiebreak)
+
+
+def pair_observations(features: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The pairwise observation: left test's features, then right test's."""
+    return np.concatenate([features[left], features[right]], axis=1)
+
+
+def policy_actions(policy: Policy, observations: np.ndarray, n_actions: int) -> np.ndarray:
+    """Call the policy on a batch and check it returned one valid action per row."""
+    actions = np.asarray(policy(np.ascontiguousarray(observations, dtype=np.float32)))
+    if actions.shape != (len(observations),):
+        raise ValueError(
+            f"policy returned actions of shape {actions.shape} for {len(observations)} observations; "
+            f"expected ({len(observations)},)"
+        )
+    actions = actions.astype(np.int64)
+    if actions.size and (actions.min() < 0 or actions.max() >= n_actions):
+        raise ValueError(f"policy returned actions outside 0..{n_actions - 1}")
+    return actions
+
+
+def _prefers_left(policy: Policy, features: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """+1 if both presentations put `left` first, -1 if both put `right` first, 0 if split."""
+    observations = np.concatenate(
+        [pair_observations(features, left, right), pair_observations(features, right, left)]
+    )
+    left_first = policy_actions(policy, observations, 2) == 0
+    k = left.size
+    return left_first[:k].astype(np.int64) - left_first[k:].astype(np.int64)
+
+
+def _round_robin(policy: Policy, features: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    n = tiebreak.size
+    left, right = np.triu_indices(n, k=1)
+    vote = _prefers_left(policy, features, tiebreak[left], tiebreak[right])
+    wins = np.zeros(n)
+    np.add.at(wins, left, (vote + 1) / 2)
+    np.add.at(wins, right, (1 - vote) / 2)
+    return tiebreak[np.argsort(-wins, kind="stable")]
+
+
+def _lockstep_merge_sort(policy: Policy, features: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    runs = [tiebreak[k : k + 1] for k in range(tiebreak.size)]
+    while len(runs) > 1:
+        merged = _merge_level(policy, features, runs[0::2], runs[1::2])
+        runs = merged + ([runs[-1]] if len(runs) % 2 else [])
+    return runs[0]
+
+
+def _merge_level(
+    policy: Policy, features: np.ndarray, firsts: list[np.ndarray], seconds: list[np.ndarray]
+) -> list[np.ndarray]:
+    """Merge firsts[k] with seconds[k] for every k; a split vote keeps firsts[k]'s test first."""
+    heads_a = np.zeros(len(seconds), dtype=np.int64)
+    heads_b = np.zeros(len(seconds), dtype=np.int64)
+    outputs: list[list[int]] = [[] for _ in seconds]
+    sizes_a = np.array([len(firsts[k]) for k in range(len(seconds))])
+    sizes_b = np.array([len(run) for run in seconds])
+    while True:
+        active = np.flatnonzero((heads_a < sizes_a) & (heads_b < sizes_b))
+        if active.size == 0:
+            break
+        a = np.array([firsts[k][heads_a[k]] for k in active])
+        b = np.array([seconds[k][heads_b[k]] for k in active])
+        take_a = _prefers_left(policy, features, a, b) >= 0
+        for k, from_a, test_a, test_b in zip(active, take_a, a, b):
+            outputs[k].append(test_a if from_a else test_b)
+        heads_a[active] += take_a
+        heads_b[active] += ~take_a
+    return [
+        np.concatenate([np.asarray(outputs[k], dtype=np.int64), firsts[k][heads_a[k]:], seconds[k][heads_b[k]:]])
+        for k in range(len(seconds))
+    ]

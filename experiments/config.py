@@ -1,0 +1,261 @@
+"""The experiment file: strict pydantic models, one per YAML section.
+
+Sections mirror RLlib's builder methods (`environment`, `env_runners`, `learners`,
+`training`, `rl_module`, `evaluation`, `reporting`), so building a `DQNConfig` is a
+translation. Unknown keys are errors with a "did you mean" hint; every problem is raised
+as an `InputError` naming the file and the dotted key.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from envs.errors import InputError
+
+SEARCH_FORMS = ("choice", "grid", "uniform", "quniform", "loguniform", "qloguniform", "randint", "qrandint")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EnvironmentSection(Section):
+    env: str = Field(description="registered Gymnasium id, e.g. trading/Spot-v0 or CartPole-v1")
+    env_config: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnvRunnersSection(Section):
+    # None: the hardware preset decides.
+    num_env_runners: int | None = Field(default=None, ge=0)
+    num_envs_per_env_runner: int | None = Field(default=None, ge=1)
+    num_cpus_per_env_runner: float | None = Field(default=None, gt=0)
+    rollout_fragment_length: int = Field(default=4, ge=1)
+
+
+class LearnersSection(Section):
+    num_learners: int | None = Field(default=None, ge=0)
+    num_gpus_per_learner: float | None = Field(default=None, ge=0)
+
+
+class ReplayBufferSection(Section):
+    type: Literal["prioritized", "uniform"] = "prioritized"
+    capacity: int = Field(default=50_000, ge=100)
+    alpha: float = Field(default=0.6, ge=0)
+    beta: float = Field(default=0.4, ge=0)
+
+
+class TrainingSection(Section):
+    lr: float = Field(default=5e-4, gt=0)
+    gamma: float = Field(default=0.99, gt=0, le=1)
+    train_batch_size_per_learner: int | None = Field(default=None, ge=1)  # None: the preset decides
+    double_q: bool = True
+    dueling: bool = True
+    n_step: int = Field(default=3, ge=1)
+    target_network_update_freq: int = Field(default=2000, ge=1)
+    epsilon: list[tuple[int, float]] = Field(default_factory=lambda: [(0, 1.0), (20_000, 0.05)])
+    replay_buffer: ReplayBufferSection = Field(default_factory=ReplayBufferSection)
+    # Replayed samples per sampled env step; None keeps RLlib's native ratio.
+    training_intensity: float | None = Field(default=None, gt=0)
+    num_steps_sampled_before_learning_starts: int = Field(default=1000, ge=0)
+    grad_clip: float | None = Field(default=40.0, gt=0)
+
+
+class RLModuleSection(Section):
+    fcnet_hiddens: list[int] = Field(default_factory=lambda: [128, 128])
+    fcnet_activation: Literal["relu", "tanh", "swish", "linear"] = "relu"
+    head_fcnet_hiddens: list[int] = Field(default_factory=list)
+
+
+class EvaluationSection(Section):
+    """RLlib's periodic evaluation, used for model selection (never on the test split)."""
+
+    evaluation_interval: int | None = Field(default=None, ge=1)
+    evaluation_duration: int = Field(default=1, ge=1)
+    evaluation_duration_unit: Literal["episodes", "timesteps"] = "episodes"
+    env_config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("env_config")
+    @classmethod
+    def _no_test_split(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value.get("split") == "test":
+            raise ValueError("model selection must not see the test split: use split: validation")
+        return value
+
+
+class ReportingSection(Section):
+    min_sample_timesteps_per_iteration: int = Field(default=1000, ge=1)
+    min_time_s_per_iteration: float | None = Field(default=None, ge=0)
+
+
+class CheckpointSection(Section):
+    frequency: int = Field(default=5, ge=0)
+    num_to_keep: int = Field(default=2, ge=1)
+
+
+class TuneSection(Section):
+    metric: str = "env_runners/episode_return_mean"
+    mode: Literal["max", "min"] = "max"
+    num_samples: int = Field(default=1, ge=1)
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    search_space: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
+    stop: dict[str, float] = Field(default_factory=lambda: {"training_iteration": 10})
+    max_concurrent_trials: int | None = Field(default=None, ge=1)  # None: the preset decides
+    max_failures: int = Field(default=0, ge=-1)
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+
+    @field_validator("search_space")
+    @classmethod
+    def _known_forms(cls, space: dict[str, dict[str, list[Any]]]) -> dict[str, dict[str, list[Any]]]:
+        for key, domain in space.items():
+            if len(domain) != 1 or next(iter(domain)) not in SEARCH_FORMS:
+                raise ValueError(f"{key}: write one of {', '.join(SEARCH_FORMS)}, e.g. {{loguniform: [1e-4, 1e-3]}}")
+        return space
+
+
+class TrackingSection(Section):
+    tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else a sqlite store in ./mlruns
+    experiment_name: str | None = None  # None: the experiment's name
+
+
+class ExperimentConfig(Section):
+    name: str
+    description: str = ""
+    hardware: str | None = None
+    environment: EnvironmentSection
+    env_runners: EnvRunnersSection = Field(default_factory=EnvRunnersSection)
+    learners: LearnersSection = Field(default_factory=LearnersSection)
+    training: TrainingSection = Field(default_factory=TrainingSection)
+    rl_module: RLModuleSection = Field(default_factory=RLModuleSection)
+    evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
+    reporting: ReportingSection = Field(default_factory=ReportingSection)
+    tune: TuneSection = Field(default_factory=TuneSection)
+    tracking: TrackingSection = Field(default_factory=TrackingSection)
+
+    @property
+    def timeframe(self) -> str | None:
+        return self.environment.env_config.get("timeframe")
+
+    def num_trials(self) -> int:
+        grid = 1
+        for domain in self.tune.search_space.values():
+            if "grid" in domain:
+                grid *= len(domain["grid"])
+        return self.tune.num_samples * grid * len(self.tune.seeds)
+
+    def tracking_uri(self) -> str:
+        if self.tracking.tracking_uri:
+            return self.tracking.tracking_uri
+        if os.environ.get("MLFLOW_TRACKING_URI"):
+            return os.environ["MLFLOW_TRACKING_URI"]
+        return f"sqlite:///{Path('mlruns').resolve() / 'mlflow.db'}"
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model found by walking `loc` (for "did you mean" hints)."""
+    current: Any = model
+    for part in loc:
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            break
+        annotation = fields[part].annotation
+        current = next((a for a in getattr(annotation, "__args__", (annotation,)) if hasattr(a, "model_fields")),
+                       annotation)
+    return list(getattr(current, "model_fields", {}))
+
+
+def describe_validation_error(error: ValidationError, source: str) -> str:
+    """One readable line per problem: file, dotted key, what is wrong, how to fix it."""
+    lines = []
+    for item in error.errors():
+        loc = tuple(item["loc"])
+        key = ".".join(str(p) for p in loc)
+        if item["type"] == "extra_forbidden":
+            known = _fields_at(ExperimentConfig, loc[:-1])
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f": did you mean {'.'.join([*map(str, loc[:-1]), close[0]])!r}?" if close else ""
+            lines.append(f"{source}: unknown key {key!r}{hint} (known here: {', '.join(known)})")
+        elif item["type"] == "missing":
+            lines.append(f"{source}: missing key {key!r}: add it")
+        else:
+            lines.append(f"{source}: {key}: {item['msg']} (got {item.get('input')!r})")
+    return "\n".join(lines)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`training.lr=1e-4` -> (["training", "lr"], 0.0001); values are parsed as YAML."""
+    if "=" not in text:
+        raise InputError(f"--set {text!r}: write KEY=VALUE, e.g. --set training.lr=1e-4")
+    key, _, raw = text.partition("=")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InputError(f"--set {text!r}: {part!r} is not a section")
+            node = child
+        node[path[-1]] = value
+    return raw
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: experiment file not found: check the path (examples are in conf/)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise InputError(f"{path}:{where}: not valid YAML ({getattr(exc, 'problem', exc)}): fix the syntax") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: an experiment file is a mapping of sections (name, environment, training, ...)")
+    return raw
+
+
+def load_experiment(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    path = Path(path)
+    raw = apply_overrides(read_yaml(path), overrides or [])
+    try:
+        config = ExperimentConfig.model_validate(raw)
+    except ValidationError as error:
+        raise InputError(describe_validation_error(error, str(path))) from None
+    _check_search_paths(config, str(path))
+    _absolute_paths(config.environment.env_config)
+    _absolute_paths(config.evaluation.env_config)
+    return config
+
+
+def _absolute_paths(env_config: dict[str, Any]) -> None:
+    """Tune runs trials in their own folders: `*_path` values are made absolute from the cwd."""
+    for key, value in env_config.items():
+        if key.endswith("_path") and isinstance(value, str) and value:
+            env_config[key] = str(Path(value).expanduser().resolve())
+
+
+def _check_search_paths(config: ExperimentConfig, source: str) -> None:
+    """Every search-space key must address an existing setting, e.g. training.lr."""
+    dumped = config.model_dump()
+    for key in config.tune.search_space:
+        node: Any = dumped
+        parts = key.split(".")
+        for depth, part in enumerate(parts):
+            free_form = depth > 0 and parts[depth - 1] == "env_config"
+            if not isinstance(node, dict) or (part not in node and not free_form):
+                known = list(node) if isinstance(node, dict) else []
+                close = difflib.get_close_matches(part, known, n=1)
+                hint = f": did you mean {'.'.join([*parts[:depth], close[0]])!r}?" if close else ""
+                raise InputError(f"{source}: tune.search_space key {key!r} addresses no setting{hint}")
+            node = node.get(part)

@@ -1,0 +1,113 @@
+"""Score the best trial's policy out of sample, print the table, log it to MLflow with a plot.
+
+Platform envs bring their own scorer (`envs.evaluator_for`): trading backtests the test
+period against buy-and-hold, flat and an SMA rule; test prioritization scores held-out CI
+cycles. Any other Gymnasium id gets mean greedy return next to a uniformly random policy.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import matplotlib
+import numpy as np
+import pandas as pd
+from mlflow.tracking import MlflowClient
+from rich.console import Console
+from rich.table import Table
+
+import envs
+from envs.report import EvaluationReport, Policy
+from experiments.tracking import log_metrics, sanitize_key
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+
+
+def _episode_returns(env_id: str, env_config: dict[str, Any], choose, episodes: int, seed: int) -> list[float]:
+    env = gym.make(env_id, **env_config)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        done, total = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(choose(obs))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return returns
+
+
+def evaluate_gym_policy(policy: Policy, env_id: str, env_config: dict[str, Any],
+                        episodes: int = 10, seed: int = 10_000) -> EvaluationReport:
+    """Greedy return over fresh seeds vs a random policy, for plain Gymnasium envs."""
+    space = gym.make(env_id, **env_config).action_space
+    rng = np.random.default_rng(seed)
+    rows = {
+        "agent": _episode_returns(env_id, env_config, lambda o: int(policy(np.asarray(o)[None])[0]), episodes, seed),
+        "random": _episode_returns(env_id, env_config, lambda o: int(rng.integers(space.n)), episodes, seed),
+    }
+    table = pd.DataFrame({name: {"return_mean": np.mean(r), "return_std": np.std(r), "episodes": len(r)}
+                          for name, r in rows.items()}).T
+    return EvaluationReport(
+        title=f"{env_id}: {episodes} evaluation episodes on unseen seeds",
+        table=table,
+        agent_metrics={"eval/return_mean": float(np.mean(rows["agent"]))},
+        series=pd.DataFrame(rows, index=pd.RangeIndex(episodes, name="episode")),
+        series_label="episode return",
+    )
+
+
+def evaluate_checkpoint(policy: Policy, env_id: str, env_config: dict[str, Any]) -> EvaluationReport:
+    scorer = envs.evaluator_for(env_id)
+    if scorer is None:
+        return evaluate_gym_policy(policy, env_id, env_config)
+    return scorer(policy, env_config)
+
+
+def print_report(console: Console, report: EvaluationReport) -> None:
+    table = Table(title=report.title)
+    table.add_column("strategy")
+    for column in report.table.columns:
+        table.add_column(str(column), justify="right")
+    for name, row in report.table.iterrows():
+        style = "bold" if name == "agent" else None
+        table.add_row(str(name), *(_fmt(v) for v in row.to_numpy()), style=style)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (float, np.floating)):
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4f}"
+    return str(value)
+
+
+def plot_series(report: EvaluationReport, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for column in report.series.columns:
+        ax.plot(report.series.index, report.series[column], label=str(column),
+                linewidth=2.0 if column == "agent" else 1.0)
+    ax.set_title(report.title, fontsize=9)
+    ax.set_ylabel(report.series_label)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def log_report(client: MlflowClient, run_ids: list[str], report: EvaluationReport, out_dir: Path) -> None:
+    """Write the table (CSV) and plot (PNG) once, attach them and the metrics to each run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table_path = out_dir / "evaluation.csv"
+    report.table.to_csv(table_path)
+    plot_path = plot_series(report, out_dir / "evaluation.png")
+    metrics = {sanitize_key(k): float(v) for k, v in report.agent_metrics.items()}
+    for run_id in run_ids:
+        log_metrics(client, run_id, metrics, step=0)
+        client.log_artifact(run_id, str(table_path), "evaluation")
+        client.log_artifact(run_id, str(plot_path), "evaluation")

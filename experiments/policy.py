@@ -1,0 +1,33 @@
+"""Turn an RLlib checkpoint into a greedy `Policy` (observation batch -> action batch).
+
+Only the RLModule is loaded (not the whole Algorithm with its env runners), so scoring a
+checkpoint is cheap and needs no Ray cluster.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envs.errors import InputError
+from envs.report import Policy
+
+MODULE_SUBPATH = Path("learner_group") / "learner" / "rl_module" / "default_policy"
+
+
+def load_greedy_policy(checkpoint_dir: str | Path) -> Policy:
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    module_dir = Path(checkpoint_dir) / MODULE_SUBPATH
+    if not module_dir.exists():
+        raise InputError(f"{checkpoint_dir}: not an RLlib algorithm checkpoint (no {MODULE_SUBPATH})")
+    module = RLModule.from_checkpoint(module_dir)
+    module.eval()
+
+    def policy(observations: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            out = module.forward_inference({"obs": torch.as_tensor(observations, dtype=torch.float32)})
+        return out["actions"].cpu().numpy().astype(np.int64)
+
+    return policy

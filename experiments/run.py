@@ -1,0 +1,126 @@
+"""`python -m experiments.run CONF`: validate, plan resources, sweep with Tune, track in MLflow, score out of sample.
+
+Exit codes: 0 done, 2 bad input (one readable message, no traceback), 1 a failed sweep,
+130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from envs.errors import InputError
+from experiments.config import ExperimentConfig, load_experiment
+from experiments.hardware import estimate, resolve_plan, select_preset
+from experiments.search_space import describe as describe_space
+
+LOOPBACK = "127.0.0.1"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.run", description=__doc__)
+    parser.add_argument("conf", type=Path, help="experiment YAML, e.g. conf/dqn_btc.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting by dotted path, e.g. --set training.lr=1e-4 (repeatable)")
+    parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; train nothing")
+    parser.add_argument("--smoke-test", action="store_true", help="the same pipeline with 2 trials x 2 iterations")
+    parser.add_argument("--hardware", help="hardware preset name or YAML path (else GPU_PROFILE, the YAML, detection)")
+    parser.add_argument("--address", default=os.environ.get("RAY_ADDRESS"),
+                        help="join an existing Ray cluster (default: RAY_ADDRESS, else start a local one)")
+    parser.add_argument("--no-dashboard", action="store_true", help="do not start the Ray dashboard")
+    parser.add_argument("--dashboard-host", default=LOOPBACK,
+                        help="interface for the Ray dashboard (default 127.0.0.1: this machine only)")
+    parser.add_argument("--output", type=Path, default=Path("runs"),
+                        help="folder for Ray Tune results and evaluation files (default ./runs)")
+    return parser.parse_args(argv)
+
+
+SMOKE_OVERRIDES = [
+    "tune.num_samples=2",
+    "tune.stop={training_iteration: 2}",
+    "tune.checkpoint.frequency=1",
+    "reporting.min_sample_timesteps_per_iteration=200",
+    "training.num_steps_sampled_before_learning_starts=100",
+]
+
+
+def load(args: argparse.Namespace) -> ExperimentConfig:
+    exp = load_experiment(args.conf, [*(SMOKE_OVERRIDES if args.smoke_test else []), *args.overrides])
+    if args.smoke_test:
+        # Two trials in all: grids become choices and one seed is kept.
+        space = {k: ({"choice": v["grid"]} if "grid" in v else v) for k, v in exp.tune.search_space.items()}
+        exp = exp.model_copy(update={"tune": exp.tune.model_copy(update={"search_space": space,
+                                                                         "seeds": exp.tune.seeds[:1]})})
+    check_environment(exp)
+    return exp
+
+
+def check_environment(exp: ExperimentConfig) -> None:
+    """Fail before Ray starts if the env id is unknown or its data/config is bad."""
+    import difflib
+
+    import gymnasium as gym
+
+    import envs
+
+    env_id, env_config = exp.environment.env, exp.environment.env_config
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
+        hint = f": did you mean {close[0]!r}?" if close else ""
+        raise InputError(f"environment.env {env_id!r} is not a registered environment{hint}")
+    if env_id in envs.ENVIRONMENTS:
+        gym.make(env_id, config=env_config).close()
+        gym.make(env_id, config={**env_config, **exp.evaluation.env_config}).close()
+    else:
+        gym.make(env_id, **env_config).close()
+
+
+def env_steps_per_trial(exp: ExperimentConfig) -> int:
+    stop = exp.tune.stop
+    for key in ("env_runners/num_env_steps_sampled_lifetime", "num_env_steps_sampled_lifetime"):
+        if key in stop:
+            return int(stop[key])
+    return int(stop.get("training_iteration", 10) * exp.reporting.min_sample_timesteps_per_iteration)
+
+
+def print_plan(console: Console, exp: ExperimentConfig, args: argparse.Namespace) -> Any:
+    preset, reason = select_preset(args.hardware, os.environ, exp.hardware)
+    plan = resolve_plan(preset, exp.timeframe, exp.num_trials())
+    console.print(f"[bold]{exp.name}[/bold]: {exp.environment.env} ({exp.num_trials()} trial(s))")
+    console.print(f"hardware preset: {preset.name} (chosen by {reason})")
+    console.print(plan.describe())
+    console.print(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp)).describe()
+                  + " [estimate from the preset's declared env steps/s]")
+    if exp.tune.search_space:
+        console.print("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
+    return preset, plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console()
+    try:
+        args = parse_args(argv)
+        exp = load(args)
+        preset, plan = print_plan(console, exp, args)
+        if args.dry_run:
+            console.print("resolved experiment:")
+            console.print(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False), markup=False)
+            return 0
+        from experiments.pipeline import run_experiment
+
+        return run_experiment(exp, preset, plan, args, console)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
