@@ -1,0 +1,26 @@
+"""The execution agent's environment: prioritizing test cases in continuous integration.
+
+Learned from real CI histories (RETECS and the enriched Apache data sets) or from a
+seeded synthetic history. Modules, in data-flow order:
+
+* `data`: load either CSV format into a causal `CIHistory` (outcomes kept apart);
+* `synthetic`: generate a CI history when no data is given;
+* `features`: per-test features from pre-cycle information, scaled on the training cycles;
+* `dataset`: env_config -> loaded, time-split, featurized data (cached per process);
+* `env`: the pointwise and pairwise Gymnasium environments;
+* `metrics`, `baselines`, `ranking`, `evaluate`: out-of-sample scoring against baselines.
+"""
+from envs.agents.testprio.config import PrioritizationConfig, parse_config
+from envs.agents.testprio.data import CIHistory, load_history
+from envs.agents.testprio.env import PairwiseTestPrioritizationEnv, PointwiseTestPrioritizationEnv
+from envs.agents.testprio.evaluate import evaluate_policy
+
+__all__ = [
+    "CIHistory",
+    "PairwiseTestPrioritizationEnv",
+    "PointwiseTestPrioritizationEnv",
+    "PrioritizationConfig",
+    "evaluate_policy",
+    "load_history",
+    "parse_config",
+]

@@ -14,7 +14,9 @@ def random_order(n_tests: int, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(n_tests)
 
 
-def recent_failures_order(history: np.ndarray, failure_rate: np.ndarray, duration_estimates: np.ndarray) -> np.ndarray:
+def recent_failures_order(
+    history: np.ndarray, failure_rate: np.ndarray, duration_estimates: np.ndarray
+) -> np.ndarray:
     """Most recent failures first, then higher failure rate, then shorter estimated duration.
 
     `history` is the (n, window) verdict window, most recent first (1 failed). "Most recent
@@ -23,8 +25,9 @@ def recent_failures_order(history: np.ndarray, failure_rate: np.ndarray, duratio
     ranks higher. Remaining ties keep the cycle's row order.
     """
     failed_runs = (history == 1).astype(np.int8)
-    keys = [duration_estimates, -failure_rate] + [-failed_runs[:, k] for k in range(failed_runs.shape[1] - 1, -1, -1)]
-    return np.lexsort(keys)
+    # np.lexsort sorts by the last key first: the most recent run, then older runs, then the rest.
+    older_to_newer = [-failed_runs[:, k] for k in range(failed_runs.shape[1] - 1, -1, -1)]
+    return np.lexsort([duration_estimates, -failure_rate, *older_to_newer])
 
 
 def optimal_order(verdicts: np.ndarray, durations: np.ndarray) -> np.ndarray:

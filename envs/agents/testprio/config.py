@@ -69,7 +69,9 @@ def parse_config(raw: Mapping[str, Any] | None) -> PrioritizationConfig:
 
 def _check(config: PrioritizationConfig) -> None:
     if config.data_path is not None and not isinstance(config.data_path, str):
-        raise InputError(f"env_config.data_path: expected a file path string or null, got {config.data_path!r}")
+        raise InputError(
+            f"env_config.data_path: expected a file path string or null, got {config.data_path!r}"
+        )
     if config.history_window is not None:
         _int_in("history_window", config.history_window, 1, HISTORY_CAPACITY)
     _choice("split", config.split, SPLITS)
@@ -92,7 +94,8 @@ def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 def _int_in(key: str, value: Any, low: int, high: int | None) -> None:
     bound = f"between {low} and {high}" if high is not None else f">= {low}"
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+    in_range = isinstance(value, int) and value >= low and (high is None or value <= high)
+    if isinstance(value, bool) or not in_range:
         raise InputError(f"env_config.{key}: expected an integer {bound}, got {value!r}")
 
 

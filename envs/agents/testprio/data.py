@@ -302,7 +302,9 @@ def _require_columns(frame: pd.DataFrame, required: tuple[str, ...], fmt: str, s
 
 def _require_rows(frame: pd.DataFrame, source: str) -> None:
     if frame.empty:
-        raise InputError(f"{source}: the file has a header but no test verdicts; it needs at least one CI cycle")
+        raise InputError(
+            f"{source}: the file has a header but no test verdicts; it needs at least one CI cycle"
+        )
 
 
 def _blank(values: pd.Series) -> np.ndarray:
@@ -330,7 +332,8 @@ def _integers(frame: pd.DataFrame, column: str, source: str) -> np.ndarray:
     bad = np.flatnonzero(values != np.round(values))
     if bad.size:
         raise InputError(
-            f"{source}: column {column}, row {_line(bad[0])}: {frame[column].iloc[bad[0]]!r} is not an integer"
+            f"{source}: column {column}, row {_line(bad[0])}: {frame[column].iloc[bad[0]]!r} is not an "
+            f"integer; fix the value"
         )
     return values.astype(np.int64)
 

@@ -63,7 +63,10 @@ def time_split(n_cycles: int, train_fraction: float) -> tuple[np.ndarray, np.nda
 
 @functools.lru_cache(maxsize=8)
 def _prepare(
-    identity: tuple[str, int, int] | None, history_window: int | None, train_fraction: float, max_cycles: int | None
+    identity: tuple[str, int, int] | None,
+    history_window: int | None,
+    train_fraction: float,
+    max_cycles: int | None,
 ) -> PreparedData:
     history = generate_history() if identity is None else load_history(identity[0])
     if max_cycles is not None:
@@ -74,5 +77,7 @@ def _prepare(
     for array in [*vars(history).values(), features.duration_estimates]:
         if isinstance(array, np.ndarray):
             array.setflags(write=False)
-    return PreparedData(history=history, features=features, window=window, train_cycles=train, test_cycles=test)
+    return PreparedData(
+        history=history, features=features, window=window, train_cycles=train, test_cycles=test
+    )
 

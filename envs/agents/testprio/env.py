@@ -126,7 +126,8 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        self.observation_space = spaces.Box(-CLIP, CLIP, shape=(2 * self.data.features.dim,), dtype=np.float32)
+        width = 2 * self.data.features.dim
+        self.observation_space = spaces.Box(-CLIP, CLIP, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)
         self._durations = self.data.history.durations
         self._left = np.zeros(0, dtype=np.int64)

@@ -1,8 +1,9 @@
 """Turn a trained greedy policy into a full order of a CI cycle.
 
-Ties are broken by one deterministic rule shared by both modes: the tie-break order
-sorts tests by estimated duration (shorter first, pre-cycle information) and then by a
-seeded random key, never by row order, which in real data can correlate with verdicts.
+Ties are broken by one deterministic rule shared by both modes: a seeded random
+permutation of the cycle (the tie-break order). It is never the row order, which in real
+data can correlate with verdicts, and it adds no heuristic of its own (such as shorter
+tests first), so a policy that says nothing scores like the random baseline.
 
 Pointwise: one batched policy call scores every test with a priority bucket; higher
 buckets run first, equal buckets follow the tie-break order.
@@ -11,10 +12,11 @@ Pairwise: the policy is a comparator on the concatenated features of two tests (
 0 = the left test runs first). Each pair is shown in both orders, so a policy with a
 position bias cannot win by it: i precedes j when both presentations agree, and a split
 vote is a tie. Cycles of up to `TOURNAMENT_MAX_TESTS` tests play a full round robin in one
-batched call and sort by the number of won comparisons (a split counts half); larger
-cycles are merge-sorted with all merges of a level advanced in lockstep, so each policy
-call carries one comparison per active merge (about 2n calls, n log n comparisons) and
-a split vote keeps the tie-break order.
+batched call and sort by the number of won comparisons (a split counts half; equal scores
+follow the tie-break order); larger cycles are merge-sorted from the tie-break order with
+all merges of a level advanced in lockstep, so each policy call carries one comparison
+per active merge (about 2n calls, n log n comparisons) and a split vote keeps the earlier
+run's test first.
 """
 from __future__ import annotations
 
@@ -25,9 +27,9 @@ from envs.report import Policy
 TOURNAMENT_MAX_TESTS = 200
 
 
-def tiebreak_order(duration_estimates: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Shorter estimated duration first, then a seeded random key."""
-    return np.lexsort((rng.random(duration_estimates.size), duration_estimates))
+def tiebreak_order(n_tests: int, rng: np.random.Generator) -> np.ndarray:
+    """The order that settles ties: a permutation drawn from the evaluation's seeded generator."""
+    return rng.permutation(n_tests)
 
 
 def rank_pointwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray, n_actions: int) -> np.ndarray:
@@ -111,6 +113,8 @@ def _merge_level(
         heads_a[active] += take_a
         heads_b[active] += ~take_a
     return [
-        np.concatenate([np.asarray(outputs[k], dtype=np.int64), firsts[k][heads_a[k]:], seconds[k][heads_b[k]:]])
+        np.concatenate(
+            [np.asarray(outputs[k], dtype=np.int64), firsts[k][heads_a[k] :], seconds[k][heads_b[k] :]]
+        )
         for k in range(len(seconds))
     ]

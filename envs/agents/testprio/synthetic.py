@@ -71,7 +71,9 @@ def generate_history(n_cycles: int = 160, n_tests: int = 60, seed: int = DEFAULT
                         source=f"synthetic(n_cycles={n_cycles}, n_tests={n_tests}, seed={seed})")
 
 
-def write_retecs_csv(path: str | Path, n_cycles: int = 160, n_tests: int = 60, seed: int = DEFAULT_SEED) -> Path:
+def write_retecs_csv(
+    path: str | Path, n_cycles: int = 160, n_tests: int = 60, seed: int = DEFAULT_SEED
+) -> Path:
     """Write a synthetic history as a `;`-delimited RETECS CSV and return its path."""
     path = Path(path)
     generate_frame(n_cycles, n_tests, seed).to_csv(path, sep=";", index=False)

@@ -1,0 +1,118 @@
+"""Out-of-sample scoring: the report's shape, baseline sanity, and policy-driven ranking."""
+import numpy as np
+import pytest
+
+from envs import evaluator_for
+from envs.agents.testprio.evaluate import STRATEGIES, evaluate_policy
+from envs.agents.testprio.ranking import TOURNAMENT_MAX_TESTS, rank_pairwise, rank_pointwise
+
+
+def constant_policy(observations: np.ndarray) -> np.ndarray:
+    return np.zeros(len(observations), dtype=np.int64)
+
+
+def failed_last_time_policy(observations: np.ndarray) -> np.ndarray:
+    """Top bucket for tests whose previous run failed (history_1 is the first feature)."""
+    return np.where(observations[:, 0] == 1, 9, 0)
+
+
+class CountingComparator:
+    """A pairwise policy that puts the test with the larger first feature first."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.calls = 0
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return (observations[:, 0] < observations[:, self.width]).astype(np.int64)
+
+
+@pytest.mark.parametrize("env_id", ["agents/TestPrioritization-v0", "agents/TestPrioritizationPairwise-v0"])
+def test_both_env_ids_map_to_this_evaluator(env_id):
+    assert evaluator_for(env_id) is evaluate_policy
+
+
+def test_report_is_well_formed_on_synthetic_data():
+    report = evaluate_policy(constant_policy, {})
+    assert list(report.table.index) == list(STRATEGIES)
+    assert list(report.table.columns) == ["apfd", "napfd", "nrpa", "cycles_with_failures", "cycles"]
+    assert set(report.agent_metrics) == {"eval/apfd", "eval/napfd", "eval/nrpa"}
+    assert all(np.isfinite(v) for v in report.agent_metrics.values())
+    assert list(report.series.columns) == list(STRATEGIES)
+    assert report.series.index.name == "cycle"
+    assert report.series_label == "APFD per CI cycle"
+    assert report.notes
+    scores = report.table[["apfd", "napfd", "nrpa"]].to_numpy()
+    assert ((scores >= 0) & (scores <= 1)).all()
+    table = report.table
+    assert table.loc["optimal", "nrpa"] == 1.0
+    assert table.loc["optimal", "apfd"] >= table.loc["recent_failures", "apfd"] > table.loc["random", "apfd"]
+    assert table.loc["optimal", "napfd"] >= table.loc["recent_failures", "napfd"]
+
+
+def test_a_policy_that_says_nothing_scores_like_random():
+    table = evaluate_policy(constant_policy, {"seed": 3}).table
+    assert abs(table.loc["agent", "apfd"] - table.loc["random", "apfd"]) < 0.1
+
+
+def test_an_informed_policy_beats_random():
+    table = evaluate_policy(failed_last_time_policy, {}).table
+    assert table.loc["agent", "apfd"] > table.loc["random", "apfd"] + 0.05
+
+
+def test_evaluation_is_deterministic():
+    first = evaluate_policy(constant_policy, {"seed": 1})
+    again = evaluate_policy(constant_policy, {"seed": 1})
+    assert first.table.equals(again.table)
+
+
+def test_pairwise_evaluation_runs_and_budget_one_makes_napfd_equal_apfd():
+    report = evaluate_policy(lambda obs: (obs[:, 0] < obs[:, obs.shape[1] // 2]).astype(int),
+                             {"mode": "pairwise", "time_budget": 1.0})
+    assert np.allclose(report.table["napfd"], report.table["apfd"])
+    assert report.title.startswith("Test prioritization (pairwise)")
+
+
+@pytest.mark.parametrize("n_tests", [40, TOURNAMENT_MAX_TESTS + 57])
+def test_a_perfect_comparator_sorts_the_cycle(n_tests):
+    rng = np.random.default_rng(0)
+    features = rng.permutation(n_tests).astype(np.float32).reshape(-1, 1)
+    policy = CountingComparator(width=1)
+    order = rank_pairwise(policy, features, rng.permutation(n_tests))
+    assert features[order, 0].tolist() == sorted(features[:, 0].tolist(), reverse=True)
+    assert policy.calls <= 3 * n_tests  # batched: one call per round robin, ~2n for merge sort
+
+
+@pytest.mark.parametrize("n_tests", [30, TOURNAMENT_MAX_TESTS + 1])
+def test_a_position_biased_comparator_leaves_the_tiebreak_order(n_tests):
+    tiebreak = np.random.default_rng(1).permutation(n_tests)
+    order = rank_pairwise(constant_policy, np.zeros((n_tests, 3), dtype=np.float32), tiebreak)
+    assert order.tolist() == tiebreak.tolist()
+
+
+def test_pointwise_ranking_sorts_by_bucket_and_breaks_ties_by_the_tiebreak_order():
+    features = np.array([[0.0], [2.0], [1.0], [2.0]], dtype=np.float32)
+    order = rank_pointwise(lambda obs: obs[:, 0].astype(int), features, np.array([3, 0, 2, 1]), 3)
+    assert order.tolist() == [3, 1, 2, 0]
+
+
+def test_a_policy_with_the_wrong_output_shape_is_reported():
+    with pytest.raises(ValueError, match="shape"):
+        evaluate_policy(lambda obs: np.zeros((len(obs), 2)), {})
+
+
+def test_enriched_data_keeps_cycles_in_file_order_and_falls_back_to_nrpa(tmp_path):
+    rng = np.random.default_rng(0)
+    cycle_ids = [f"{rng.integers(16**8):08x}" for _ in range(20)]  # commit hashes, not sorted
+    lines = ["test_class_name,cycle_id,tests,current_failures,time,time_since,AvgCyclomatic"]
+    for cycle in cycle_ids:
+        for test in range(4):
+            failures = int(cycle == cycle_ids[16] and test == 2)
+            lines.append(f"T{test}Test.java,{cycle},3,{failures},{0.1 * (test + 1)},1.5,{test + 2}")
+    path = tmp_path / "enriched.csv"
+    path.write_text("\n".join(lines) + "\n")
+    report = evaluate_policy(constant_policy, {"data_path": str(path)})
+    assert list(report.series.index) == cycle_ids[14:]
+    assert report.series_label == "NRPA per CI cycle"
+    assert report.table.loc["optimal", "cycles_with_failures"] == 1
