@@ -8,8 +8,10 @@ may say `auto` to ask for detection explicitly.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from envs.errors import InputError
 from experiments.hardware.presets import HardwarePreset, cuda_key, is_auto, load_all_presets, load_preset
@@ -18,6 +20,8 @@ ENV_VAR = "GPU_PROFILE"
 CPU_PRESET = "cpu"
 # torch reports GiB of usable memory: a "16 GB" T4 shows 14.6, a "40 GB" A100 39.4.
 VRAM_TOLERANCE = 0.15
+# One of these exists wherever the NVIDIA driver works: bare metal, containers with --gpus, WSL2 (/dev/dxg).
+NVIDIA_DEVICE_PATHS = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class DetectedHardware:
 def detect_hardware() -> DetectedHardware:
     """Ask torch (imported here, not at module load, to keep `--dry-run` fast) about CUDA devices."""
     cpu_count = _cpu_count()
+    if _no_nvidia_driver():
+        return DetectedHardware(False, [], [], cpu_count)
     try:
         import torch
     except ImportError:
@@ -53,6 +59,13 @@ def detect_hardware() -> DetectedHardware:
     names = [torch.cuda.get_device_name(i) for i in indices]
     vram = [round(torch.cuda.get_device_properties(i).total_memory / 1024**3, 1) for i in indices]
     return DetectedHardware(True, names, vram, cpu_count)
+
+
+def _no_nvidia_driver() -> bool:
+    """True on Linux without NVIDIA (or WSL GPU) device nodes: no CUDA, so skip the ~1.5 s torch import."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return not any(Path(p).exists() for p in NVIDIA_DEVICE_PATHS)
 
 
 def _cpu_count() -> int:

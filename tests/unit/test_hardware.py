@@ -26,6 +26,7 @@ from experiments.hardware import (
     resolve_plan,
     select_preset,
 )
+from experiments.hardware.detect import NVIDIA_DEVICE_PATHS
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "hardware"
@@ -370,6 +371,16 @@ def test_cli_input_errors_exit_2_without_traceback(args: tuple[str, ...]) -> Non
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+
+
+def test_detection_without_nvidia_driver_skips_torch() -> None:
+    if not sys.platform.startswith("linux") or any(Path(p).exists() for p in NVIDIA_DEVICE_PATHS):
+        pytest.skip("only meaningful on a Linux machine without an NVIDIA driver")
+    code = "import sys, experiments.hardware as h; h.detect_hardware(); print('torch' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.split() == ["False"]
 
 
 def test_import_pulls_in_neither_ray_nor_torch() -> None:
