@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 from envs import evaluator_for
-from envs.agents.testprio.evaluate import STRATEGIES, evaluate_policy
+from envs.agents.testprio.evaluate import STRATEGIES, evaluate_pairwise_policy, evaluate_policy
 from envs.agents.testprio.ranking import TOURNAMENT_MAX_TESTS, rank_pairwise, rank_pointwise
+from envs.errors import InputError
 
 
 def constant_policy(observations: np.ndarray) -> np.ndarray:
@@ -116,3 +117,10 @@ def test_enriched_data_keeps_cycles_in_file_order_and_falls_back_to_nrpa(tmp_pat
     assert list(report.series.index) == cycle_ids[14:]
     assert report.series_label == "NRPA per CI cycle"
     assert report.table.loc["optimal", "cycles_with_failures"] == 1
+
+
+def test_pairwise_scorer_implies_the_pairwise_mode():
+    report = evaluate_pairwise_policy(lambda obs: np.zeros(len(obs), dtype=int), {"max_cycles": 60})
+    assert report.title.startswith("Test prioritization (pairwise)")
+    with pytest.raises(InputError, match="contradicts the pairwise environment"):
+        evaluate_pairwise_policy(constant_policy, {"mode": "pointwise"})

@@ -11,8 +11,9 @@ in training; `env_config.split` is ignored here) with the agent and with the bas
 
 Cycles with a single test are not scored (every strategy gives the same, only order) and
 are counted in the notes. `env_config.mode` says whether the policy is pointwise (one
-test per observation) or pairwise (two tests per observation); it defaults to pointwise,
-so set `mode: pairwise` for an agent trained on `agents/TestPrioritizationPairwise-v0`.
+test per observation) or pairwise (two tests per observation) and defaults to pointwise;
+`evaluate_pairwise_policy` is the scorer for `agents/TestPrioritizationPairwise-v0`, whose
+env_config need not repeat `mode: pairwise` (the environment class implies it).
 The per-cycle series is APFD when most scored cycles have failures, else NRPA (defined
 for every cycle; the Apache data sets rarely fail).
 """
@@ -67,6 +68,14 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
         series_label=f"{metric.upper()} per CI cycle",
         notes=notes,
     )
+
+
+def evaluate_pairwise_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> EvaluationReport:
+    """`evaluate_policy` for a comparator trained on the pairwise environment."""
+    given = {"mode": "pairwise", **dict(env_config or {})}
+    if given["mode"] != "pairwise":
+        raise InputError(f"env_config.mode: {given['mode']!r} contradicts the pairwise environment; drop the key")
+    return evaluate_policy(policy, given)
 
 
 def score_cycles(policy: Policy, config: PrioritizationConfig, data: PreparedData) -> pd.DataFrame:
