@@ -74,7 +74,9 @@ def evaluate_pairwise_policy(policy: Policy, env_config: Mapping[str, Any] | Non
     """`evaluate_policy` for a comparator trained on the pairwise environment."""
     given = {"mode": "pairwise", **dict(env_config or {})}
     if given["mode"] != "pairwise":
-        raise InputError(f"env_config.mode: {given['mode']!r} contradicts the pairwise environment; drop the key")
+        raise InputError(
+            f"env_config.mode: {given['mode']!r} contradicts the pairwise environment; drop the key"
+        )
     return evaluate_policy(policy, given)
 
 
