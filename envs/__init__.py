@@ -22,7 +22,7 @@ ENVIRONMENTS: dict[str, tuple[str, str]] = {
     ),
     "agents/TestPrioritizationPairwise-v0": (
         "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
-        "envs.agents.testprio.evaluate:evaluate_policy",
+        "envs.agents.testprio.evaluate:evaluate_pairwise_policy",
     ),
 }
 

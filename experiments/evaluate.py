@@ -106,7 +106,8 @@ def log_report(client: MlflowClient, run_ids: list[str], report: EvaluationRepor
     table_path = out_dir / "evaluation.csv"
     report.table.to_csv(table_path)
     plot_path = plot_series(report, out_dir / "evaluation.png")
-    metrics = {sanitize_key(k): float(v) for k, v in report.agent_metrics.items()}
+    # Undefined scores (e.g. APFD of a dataset whose test cycles have no failure) are NaN: not logged.
+    metrics = {sanitize_key(k): float(v) for k, v in report.agent_metrics.items() if np.isfinite(v)}
     for run_id in run_ids:
         log_metrics(client, run_id, metrics, step=0)
         client.log_artifact(run_id, str(table_path), "evaluation")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,13 @@ def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[s
     return params
 
 
+def _silence_rllib_import_noise() -> None:
+    """RLlib's algorithm registry builds a DreamerV3 debug CartPole at import time, whose float64
+    Box bounds make Gymnasium warn in the driver. The warning is about RLlib's env, not ours."""
+    warnings.filterwarnings("ignore", category=UserWarning,
+                            module=r"gymnasium\.(spaces\.box|utils\.passive_env_checker)")
+
+
 def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: ResourcePlan,
                    args: argparse.Namespace, console: Console) -> int:
     import ray
@@ -66,6 +74,7 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     from experiments.sweep import best_checkpoint, build_param_space, make_tuner
 
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
+    _silence_rllib_import_noise()
     started_ray = start_ray(args, console)
     tracking_uri = exp.tracking_uri()
     client = make_client(tracking_uri)

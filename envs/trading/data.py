@@ -8,6 +8,7 @@ reported with the file name and the fix instead of silently skewing a backtest.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,8 @@ GAP_POLICIES = ("error", "ffill", "drop")
 # Columns that different exporters use for the bar's opening time.
 _TIME_COLUMNS = ("timestamp", "date", "datetime", "time", "open_time", "unix", "open time")
 _VOLUME_COLUMNS = ("volume", "vol", "volume_base", "base_volume")
+# CryptoDataDownload has `volume_btc` (base units) next to `volume` (quote currency): prefer base.
+_BASE_VOLUME = re.compile(r"^volume[ _](?!usd|usdt|usdc|eur|quote)[a-z0-9]+$")
 
 
 def timeframe_delta(timeframe: str) -> pd.Timedelta:
@@ -157,7 +160,8 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill") -> tuple[p
     if missing:
         raise InputError(f"{path}: missing price column(s) {', '.join(missing)}: "
                          "the file needs open, high, low, close")
-    volume_column = next((c for c in _VOLUME_COLUMNS if c in frame.columns), None)
+    volume_column = next((c for c in frame.columns if _BASE_VOLUME.match(c)), None) or next(
+        (c for c in _VOLUME_COLUMNS if c in frame.columns), None)
     bars = pd.DataFrame(index=_parse_times(frame[time_column], path, time_column))
     for column in PRICE_COLUMNS:
         bars[column] = _numeric(frame[column], path, column)

@@ -29,9 +29,9 @@ class CountingComparator:
         return (observations[:, 0] < observations[:, self.width]).astype(np.int64)
 
 
-@pytest.mark.parametrize("env_id", ["agents/TestPrioritization-v0", "agents/TestPrioritizationPairwise-v0"])
-def test_both_env_ids_map_to_this_evaluator(env_id):
-    assert evaluator_for(env_id) is evaluate_policy
+def test_each_env_id_maps_to_its_evaluator():
+    assert evaluator_for("agents/TestPrioritization-v0") is evaluate_policy
+    assert evaluator_for("agents/TestPrioritizationPairwise-v0") is evaluate_pairwise_policy
 
 
 def test_report_is_well_formed_on_synthetic_data():

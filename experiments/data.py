@@ -1,0 +1,65 @@
+"""`python -m experiments.data import FILE --symbol BTC-USD --timeframe 1h`: CSV export -> validated parquet.
+
+Reads CryptoDataDownload exports, header-less exchange kline dumps (Binance-style) and
+generic OHLCV CSVs, reports gaps and how they were handled, and writes
+`data/raw/<SYMBOL>_<TF>.parquet` (atomically) for `environment.env_config.data_path`.
+`show FILE` prints a parquet's range, bar count and gaps.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from envs.errors import InputError
+from envs.trading.data import GAP_POLICIES, TIMEFRAMES, find_gaps, import_csv, load_bars, save_bars
+
+DEFAULT_DIR = Path("data") / "raw"
+
+
+def _import(args: argparse.Namespace) -> int:
+    bars, gaps = import_csv(args.file, args.timeframe, gaps=args.gaps)
+    out = args.out or DEFAULT_DIR / f"{args.symbol}_{args.timeframe}.parquet"
+    save_bars(bars, out, args.symbol, args.timeframe)
+    print(f"{args.file}: {len(bars)} {args.timeframe} bars {bars.index[0]} .. {bars.index[-1]}; "
+          f"gaps: {gaps.describe()}" + (f" (handled: {args.gaps})" if gaps.missing_bars else ""))
+    print(f"wrote {out}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    bars = load_bars(args.file, args.timeframe)
+    timeframe = args.timeframe or bars.attrs.get("timeframe")
+    print(f"{args.file}: symbol {bars.attrs.get('symbol', '?')}, {len(bars)} {timeframe or '?'} bars, "
+          f"{bars.index[0]} .. {bars.index[-1]}")
+    if timeframe:
+        print(f"gaps: {find_gaps(bars.index, timeframe).describe()}")
+    print(bars.describe().loc[["min", "max", "mean"]].to_string())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.data", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    imp = commands.add_parser("import", help="convert a CSV export into the project's parquet")
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--symbol", required=True, help="e.g. BTC-USD")
+    imp.add_argument("--timeframe", required=True, choices=list(TIMEFRAMES))
+    imp.add_argument("--gaps", default="ffill", choices=GAP_POLICIES,
+                     help="missing bars: ffill = flat bars at the last close (default), drop, or error")
+    imp.add_argument("--out", type=Path, help=f"output parquet (default {DEFAULT_DIR}/<SYMBOL>_<TF>.parquet)")
+    imp.set_defaults(handler=_import)
+    show = commands.add_parser("show", help="summarize a bars parquet")
+    show.add_argument("file", type=Path)
+    show.add_argument("--timeframe", choices=list(TIMEFRAMES))
+    show.set_defaults(handler=_show)
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

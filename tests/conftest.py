@@ -1,0 +1,38 @@
+"""Shared fixtures: small real-looking bar files written to a temp folder, and the repo paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def random_walk_bars(
+    n: int = 600, seed: int = 0, start: str = "2021-01-01", freq: str = "1h"
+) -> pd.DataFrame:
+    """Geometric random-walk OHLCV bars that satisfy every invariant of validate_bars."""
+    rng = np.random.default_rng(seed)
+    closes = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, n)))
+    opens = np.concatenate([[100.0], closes[:-1]]) * np.exp(rng.normal(0, 0.001, n))
+    highs = np.maximum(opens, closes) * (1 + rng.uniform(0, 0.005, n))
+    lows = np.minimum(opens, closes) * (1 - rng.uniform(0, 0.005, n))
+    index = pd.date_range(start, periods=n, freq=freq, tz="UTC", name="timestamp")
+    return pd.DataFrame(
+        {"open": opens, "high": highs, "low": lows, "close": closes, "volume": rng.uniform(1, 10, n)},
+        index=index,
+    )
+
+
+@pytest.fixture
+def bars_file(tmp_path: Path) -> Path:
+    from envs.trading.data import save_bars
+
+    return save_bars(random_walk_bars(), tmp_path / "TEST-USD_1h.parquet", "TEST-USD", "1h")

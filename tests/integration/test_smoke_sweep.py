@@ -1,0 +1,71 @@
+"""The main job end to end on real Ray, RLlib, Tune and MLflow, with a tiny budget."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from envs.trading.env import SpotTradingEnv
+from experiments.run import main
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    import ray
+
+    ray.shutdown()  # another test module may have left a session behind
+    out = tmp_path_factory.mktemp("smoke")
+    uri = f"sqlite:///{out / 'mlflow.db'}"
+    code = main([str(REPO / "conf/dqn_btc.yaml"), "--smoke-test", "--no-dashboard", "--output", str(out),
+                 "--set", f"tracking.tracking_uri={uri}", "--set", "tracking.experiment_name=smoke"])
+    return code, MlflowClient(uri), out
+
+
+def test_exit_code_and_runs(smoke_run):
+    code, client, _ = smoke_run
+    assert code == 0
+    experiment = client.get_experiment_by_name("smoke")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(parents) == 1 and len(children) == 2
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in children)
+    assert all(r.info.status == "FINISHED" for r in runs)
+    for child in children:
+        assert {"training.lr", "training.gamma", "seed", "hardware/preset"} <= set(child.data.params)
+        assert float(child.data.params["training.lr"]) != 0.0005  # the searched value, not the YAML default
+        history = client.get_metric_history(child.info.run_id, "env_runners/num_env_steps_sampled_lifetime")
+        assert [m.step for m in history] == [1, 2] and history[-1].value > history[0].value
+    assert "eval/sharpe" in parents[0].data.metrics and "eval/buy_and_hold_sharpe" in parents[0].data.metrics
+
+
+def test_checkpoint_and_evaluation_artifacts(smoke_run):
+    _, client, out = smoke_run
+    parent = next(r for r in client.search_runs([client.get_experiment_by_name("smoke").experiment_id])
+                  if r.data.tags.get("role") == "sweep")
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"evaluation", "best_checkpoint", "experiment.yaml"} <= artifacts
+    evaluation = {a.path for a in client.list_artifacts(parent.info.run_id, "evaluation")}
+    assert {"evaluation/evaluation.csv", "evaluation/evaluation.png"} <= evaluation
+    assert (out / "tune" / "dqn_btc").exists()
+
+
+def test_buy_and_hold_row_matches_hand_computation(smoke_run):
+    _, client, _ = smoke_run
+    parent = next(r for r in client.search_runs([client.get_experiment_by_name("smoke").experiment_id])
+                  if r.data.tags.get("role") == "sweep")
+    local = client.download_artifacts(parent.info.run_id, "evaluation/evaluation.csv")
+    table = pd.read_csv(local, index_col=0)
+    assert list(table.index) == ["agent", "buy_and_hold", "flat", "sma_24_96"]
+    env = SpotTradingEnv({"data_path": str(REPO / "data/raw/BTC-USD_1h.parquet"), "split": "test"})
+    lo, hi = env.market.bounds["test"]
+    fill = env.market.opens[lo + 1] * (1 + 2e-4)      # conf: slippage 2 bps
+    units = 1.0 / ((1 + 10e-4) * fill)                # conf: fee 10 bps on the entry
+    expected = units * env.market.closes[hi - 1] - 1.0
+    assert math.isclose(table.loc["buy_and_hold", "total_return"], expected, rel_tol=1e-9)
+    assert table.loc["flat", "total_return"] == 0.0
