@@ -17,23 +17,31 @@ import gymnasium as gym
 import numpy as np
 
 from envs.errors import InputError
-from envs.trading.data import load_bars, timeframe_delta
+from envs.trading.data import timeframe_delta
 from envs.trading.features import FEATURE_NAMES, WARMUP_BARS, compute_features
 from envs.trading.ledger import Ledger
+from envs.trading.sources import load_source_bars
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT / "data" / "raw" / "BTC-USD_1h.parquet"
 POSITION_SETS = {"long_flat": (0.0, 1.0), "long_short": (-1.0, 0.0, 1.0)}
 SPLITS = ("train", "validation", "test")
+SOURCES = ("file", "synthetic")
 
 
 @dataclass(frozen=True)
 class TradingConfig:
     """Everything that defines the market an agent trades; built from the env_config dict."""
 
-    data_path: str = str(DEFAULT_DATA)
+    # Where bars come from: "file" reads data_path, or <data_dir>/<symbol>_<timeframe>.parquet when
+    # data_path is null; "synthetic" generates a seeded market labeled synthetic (see envs.trading.synthetic).
+    source: str = "file"
+    data_path: str | None = str(DEFAULT_DATA)
+    data_dir: str = str(DEFAULT_DATA.parent)
     symbol: str = "BTC-USD"
-    timeframe: str | None = None  # None: read from the parquet's metadata
+    timeframe: str | None = None  # None: read from the parquet's metadata (synthetic: 1h)
+    synthetic_bars: int = 20_000
+    synthetic_seed: int = 0
     split: str = "train"
     split_fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
     window: int = 24
@@ -60,6 +68,8 @@ class TradingConfig:
         return cfg
 
     def validate(self) -> None:
+        if self.source not in SOURCES:
+            raise InputError(f"trading env: source {self.source!r} must be one of {', '.join(SOURCES)}")
         if self.split not in SPLITS:
             raise InputError(f"trading env: split {self.split!r} must be one of {', '.join(SPLITS)}")
         if self.positions not in POSITION_SETS:
@@ -87,10 +97,10 @@ class Market:
 
 def load_market(cfg: TradingConfig) -> Market:
     """Load bars, cut the time splits, compute features fitted on the train split only."""
-    bars = load_bars(cfg.data_path, cfg.timeframe)
+    bars = load_source_bars(cfg)
     timeframe = cfg.timeframe or bars.attrs.get("timeframe")
     if timeframe is None:
-        raise InputError(f"{cfg.data_path}: timeframe unknown: set env.config.timeframe (e.g. 1h)")
+        raise InputError(f"{cfg.data_path}: timeframe unknown: set environment.env_config.timeframe (e.g. 1h)")
     timeframe_delta(timeframe)
     n = len(bars)
     first = max(WARMUP_BARS, cfg.window - 1)
@@ -99,7 +109,7 @@ def load_market(cfg: TradingConfig) -> Market:
     bounds = {"train": (first, train_end), "validation": (train_end, validation_end), "test": (validation_end, n)}
     for name, (lo, hi) in bounds.items():
         if hi - lo < max(cfg.window, 3):
-            raise InputError(f"{cfg.data_path}: the {name} split has only {max(hi - lo, 0)} bars: "
+            raise InputError(f"{cfg.data_path or cfg.symbol}: the {name} split has only {max(hi - lo, 0)} bars: "
                              "use a longer history or other split_fractions")
     features = compute_features(bars, fit_rows=slice(0, train_end))
     return Market(

@@ -1,0 +1,33 @@
+"""Where a trading env's bars come from: a parquet file, a symbol in a data folder, or a synthetic market."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from envs.errors import InputError
+from envs.trading.data import load_bars
+
+if TYPE_CHECKING:
+    from envs.trading.env import TradingConfig
+
+
+def bars_path(cfg: "TradingConfig") -> Path:
+    """The parquet for a file-backed config: data_path, else <data_dir>/<symbol>_<timeframe>.parquet."""
+    if cfg.data_path:
+        return Path(cfg.data_path)
+    return Path(cfg.data_dir) / f"{cfg.symbol}_{cfg.timeframe or '1h'}.parquet"
+
+
+def load_source_bars(cfg: "TradingConfig") -> pd.DataFrame:
+    if cfg.source == "synthetic":
+        from envs.trading.synthetic import synthetic_bars
+
+        return synthetic_bars(cfg.symbol, cfg.timeframe or "1h", cfg.synthetic_bars, cfg.synthetic_seed)
+    path = bars_path(cfg)
+    if not path.exists() and not cfg.data_path:
+        raise InputError(f"{path}: no local data for {cfg.symbol} {cfg.timeframe or '1h'}: fetch it with "
+                         f"python -m experiments.data fetch {cfg.symbol} --timeframe {cfg.timeframe or '1h'} "
+                         "(needs network), import a CSV export, or set source: synthetic")
+    return load_bars(path, cfg.timeframe)
