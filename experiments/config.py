@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envs.errors import InputError
 
@@ -97,16 +97,43 @@ class CheckpointSection(Section):
     num_to_keep: int = Field(default=2, ge=1)
 
 
+class SchedulerSection(Section):
+    """`fifo` runs every trial to its stop criterion; `asha` stops weak trials early (by metric/mode)."""
+
+    type: Literal["fifo", "asha"] = "fifo"
+    grace_period: int = Field(default=2, ge=1)       # iterations before a trial can be stopped
+    reduction_factor: float = Field(default=3.0, gt=1)
+    max_t: int | None = Field(default=None, ge=1)     # None: the stop criterion's training_iteration
+
+
 class TuneSection(Section):
     metric: str = "env_runners/episode_return_mean"
     mode: Literal["max", "min"] = "max"
     num_samples: int = Field(default=1, ge=1)
     seeds: list[int] = Field(default_factory=lambda: [0])
     search_space: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
+    # random: Tune's variant generator (grids are expanded, other domains sampled); optuna: TPE.
+    search_alg: Literal["random", "optuna"] = "random"
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    # Any result key and a threshold, e.g. training_iteration, env_runners/num_env_steps_sampled_lifetime,
+    # time_total_s, or a target return env_runners/episode_return_mean: a trial stops at the first reached.
     stop: dict[str, float] = Field(default_factory=lambda: {"training_iteration": 10})
+    # Pick and score the best trial per value of this setting, e.g. environment.env_config.symbol.
+    group_by: str | None = None
     max_concurrent_trials: int | None = Field(default=None, ge=1)  # None: the preset decides
     max_failures: int = Field(default=0, ge=-1)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+
+    @model_validator(mode="after")
+    def _optuna_has_no_grids(self) -> "TuneSection":
+        if self.search_alg == "optuna" and any("grid" in d for d in self.search_space.values()):
+            raise ValueError("optuna cannot search grids: use choice, or search_alg: random")
+        if self.search_alg == "optuna" and len(self.seeds) > 1:
+            raise ValueError("optuna searches one seed: list one seed in seeds, or use search_alg: random "
+                             "to repeat every configuration over several seeds")
+        if self.group_by and self.group_by not in self.search_space:
+            raise ValueError(f"group_by {self.group_by!r} must be a key of search_space")
+        return self
 
     @field_validator("search_space")
     @classmethod

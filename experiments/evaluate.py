@@ -66,15 +66,18 @@ def evaluate_checkpoint(policy: Policy, env_id: str, env_config: dict[str, Any])
     return scorer(policy, env_config)
 
 
-def print_report(console: Console, report: EvaluationReport) -> None:
-    table = Table(title=report.title)
-    table.add_column("strategy")
-    for column in report.table.columns:
+def print_frame(console: Console, frame: pd.DataFrame, title: str, first_column: str = "") -> None:
+    table = Table(title=title)
+    table.add_column(first_column)
+    for column in frame.columns:
         table.add_column(str(column), justify="right")
-    for name, row in report.table.iterrows():
-        style = "bold" if name == "agent" else None
-        table.add_row(str(name), *(_fmt(v) for v in row.to_numpy()), style=style)
+    for name, row in frame.iterrows():
+        table.add_row(str(name), *(_fmt(v) for v in row.to_numpy()), style="bold" if name == "agent" else None)
     console.print(table)
+
+
+def print_report(console: Console, report: EvaluationReport) -> None:
+    print_frame(console, report.table, report.title, first_column="strategy")
     for note in report.notes:
         console.print(f"note: {note}")
 
@@ -100,15 +103,24 @@ def plot_series(report: EvaluationReport, path: Path) -> Path:
     return path
 
 
-def log_report(client: MlflowClient, run_ids: list[str], report: EvaluationReport, out_dir: Path) -> None:
-    """Write the table (CSV) and plot (PNG) once, attach them and the metrics to each run."""
+def log_report(client: MlflowClient, run_ids: list[str], report: EvaluationReport, out_dir: Path,
+               artifact_path: str = "evaluation", parent_prefix: str = "eval", parent_run_id: str | None = None
+               ) -> None:
+    """Write the table (CSV), per-step series (CSV) and plot (PNG) once; attach them and the metrics to
+    each run. On `parent_run_id` the metric prefix `eval` becomes `parent_prefix` (e.g. eval/SOL-USD),
+    so one parent run can hold the scores of several groups."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table_path = out_dir / "evaluation.csv"
     report.table.to_csv(table_path)
+    series_path = out_dir / "series.csv"
+    report.series.to_csv(series_path)
     plot_path = plot_series(report, out_dir / "evaluation.png")
     # Undefined scores (e.g. APFD of a dataset whose test cycles have no failure) are NaN: not logged.
     metrics = {sanitize_key(k): float(v) for k, v in report.agent_metrics.items() if np.isfinite(v)}
     for run_id in run_ids:
-        log_metrics(client, run_id, metrics, step=0)
-        client.log_artifact(run_id, str(table_path), "evaluation")
-        client.log_artifact(run_id, str(plot_path), "evaluation")
+        keys = metrics
+        if run_id == parent_run_id:
+            keys = {parent_prefix + k.removeprefix("eval"): v for k, v in metrics.items()}
+        log_metrics(client, run_id, keys, step=0)
+        for path in (table_path, series_path, plot_path):
+            client.log_artifact(run_id, str(path), artifact_path)

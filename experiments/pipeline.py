@@ -1,27 +1,68 @@
-"""The training run behind `experiments.run`: Ray, MLflow parent run, Tune sweep, out-of-sample scoring."""
+"""The training run behind `experiments.run`: Ray, MLflow parent run, Tune sweep, out-of-sample scoring.
+
+A sweep writes `<output>/<name>/latest_sweep.json` (its Tune folder and MLflow parent run), so
+`--resume` can restore the Tuner and keep logging into the same parent run.
+"""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import warnings
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 from mlflow.entities import RunStatus
+from mlflow.tracking import MlflowClient
 from rich.console import Console
 
+from envs.errors import InputError
+from envs.report import EvaluationReport
 from experiments.config import ExperimentConfig
 from experiments.hardware import HardwarePreset, ResourcePlan, check_live_cluster
 from experiments.tracking import (
     MlflowTrialCallback,
+    close_open_children,
     flatten,
     git_commit,
     log_params,
     make_client,
     open_experiment,
+    run_of_trial,
 )
+
+FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED))
+
+
+@dataclass
+class SweepState:
+    """What `--resume` needs to find an interrupted sweep again."""
+
+    tune_dir: str
+    parent_run_id: str
+    experiment_id: str
+    tracking_uri: str
+
+    @staticmethod
+    def path(output: Path, name: str) -> Path:
+        return output.resolve() / name / "latest_sweep.json"
+
+    def save(self, output: Path, name: str) -> None:
+        path = self.path(output, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, output: Path, name: str) -> "SweepState":
+        path = cls.path(output, name)
+        if not path.exists():
+            raise InputError(f"{path}: no sweep of '{name}' to resume under {output}: run without --resume "
+                             "(or pass the same --output as the interrupted run)")
+        return cls(**json.loads(path.read_text()))
 
 
 def start_ray(args: argparse.Namespace, console: Console) -> bool:
@@ -43,6 +84,13 @@ def start_ray(args: argparse.Namespace, console: Console) -> bool:
     return True
 
 
+def _silence_rllib_import_noise() -> None:
+    """RLlib's algorithm registry builds a DreamerV3 debug CartPole at import time, whose float64
+    Box bounds make Gymnasium warn in the driver. The warning is about RLlib's env, not ours."""
+    warnings.filterwarnings("ignore", category=UserWarning,
+                            module=r"gymnasium\.(spaces\.box|utils\.passive_env_checker)")
+
+
 def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[str, str]):
     static = flatten(exp.model_dump(mode="json", exclude={"tune", "tracking", "description"}))
 
@@ -56,11 +104,87 @@ def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[s
     return params
 
 
-def _silence_rllib_import_noise() -> None:
-    """RLlib's algorithm registry builds a DreamerV3 debug CartPole at import time, whose float64
-    Box bounds make Gymnasium warn in the driver. The warning is about RLlib's env, not ours."""
-    warnings.filterwarnings("ignore", category=UserWarning,
-                            module=r"gymnasium\.(spaces\.box|utils\.passive_env_checker)")
+def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str, tags: dict[str, str],
+                 plan: ResourcePlan, experiment_dir: Path) -> tuple[str, Path]:
+    """The sweep's parent run, with the resolved experiment as params and artifact; and its output folder."""
+    parent = client.create_run(experiment_id, run_name=f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                               tags={**tags, "role": "sweep"})
+    out_dir = experiment_dir / parent.info.run_id
+    out_dir.mkdir(parents=True, exist_ok=True)
+    resolved = out_dir / "experiment.yaml"
+    resolved.write_text(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False))
+    client.log_artifact(parent.info.run_id, str(resolved))
+    log_params(client, parent.info.run_id, {**flatten(exp.model_dump(mode="json", exclude={"description"})),
+                                            **plan.as_params()})
+    return parent.info.run_id, out_dir
+
+
+def _group_summary(reports: dict[str, EvaluationReport]) -> pd.DataFrame:
+    """One row per group (e.g. coin): the agent's metrics next to the first baseline's."""
+    rows = {}
+    for group, report in reports.items():
+        table = report.table
+        baseline = table.index[1]
+        rows[group] = {**{f"agent_{k}": v for k, v in table.loc["agent"].items()},
+                       **{f"{baseline}_{k}": v for k, v in table.loc[baseline].items()}}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _score(exp: ExperimentConfig, results: Any, params: Any, client: MlflowClient, state: SweepState,
+           out_dir: Path, console: Console) -> None:
+    """Evaluate the best checkpoint of each group out of sample, log tables, plots and the registry entry."""
+    from experiments.evaluate import evaluate_checkpoint, log_report, print_report
+    from experiments.policy import load_greedy_policy
+    from experiments.registry import register_policy
+    from experiments.sweep import best_in, group_results
+
+    groups = group_results(results, params, exp.tune.group_by)
+    reports: dict[str, EvaluationReport] = {}
+    for group, members in groups.items():
+        best, checkpoint = best_in(members, exp.tune.metric, exp.tune.mode)
+        trial_id = best.metrics.get("trial_id", "")
+        console.print(f"best trial{'' if group == 'all' else f' for {group}'}: {Path(best.path).name} "
+                      f"({exp.tune.metric} = {best.metrics_dataframe[exp.tune.metric].max():.4g} at best)")
+        env_config = dict(best.config.get("env_config") or exp.environment.env_config)
+        env_config.pop("split", None)
+        report = evaluate_checkpoint(load_greedy_policy(checkpoint), exp.environment.env, env_config)
+        print_report(console, report)
+        best_run = run_of_trial(client, state.experiment_id, state.parent_run_id, trial_id)
+        suffix = "" if group == "all" else f"/{group}"
+        log_report(client, [r for r in (state.parent_run_id, best_run) if r], report,
+                   out_dir / f"evaluation{suffix}", artifact_path=f"evaluation{suffix}",
+                   parent_prefix=f"eval{suffix}", parent_run_id=state.parent_run_id)
+        model_name = exp.name if group == "all" else f"{exp.name}-{group}"
+        uri = register_policy(state.tracking_uri, best_run or state.parent_run_id, checkpoint, model_name,
+                              _example_observations(exp.environment.env, env_config))
+        client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", str(checkpoint))
+        client.log_artifacts(state.parent_run_id, str(checkpoint), f"best_checkpoint{suffix}")
+        console.print(f"registered {uri}  (mlflow.pyfunc.load_model('{uri}').predict(observations))")
+        reports[group] = report
+    if len(reports) > 1:
+        summary = _group_summary(reports)
+        path = out_dir / "per_group.csv"
+        summary.to_csv(path)
+        client.log_artifact(state.parent_run_id, str(path), "evaluation")
+        from experiments.evaluate import print_frame
+
+        print_frame(console, summary, title=f"Per {exp.tune.group_by.split('.')[-1]}: best trial, held-out period")
+
+
+def _example_observations(env_id: str, env_config: dict[str, Any]):
+    """A few real observations, to give the registered model an input signature and example."""
+    import gymnasium as gym
+    import numpy as np
+
+    import envs
+
+    env = gym.make(env_id, config=env_config) if env_id in envs.ENVIRONMENTS else gym.make(env_id, **env_config)
+    obs, _ = env.reset(seed=0)
+    batch = [obs]
+    for _ in range(3):
+        obs, *_ = env.step(env.action_space.sample())
+        batch.append(obs)
+    return np.asarray(batch, dtype=np.float32)
 
 
 def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: ResourcePlan,
@@ -68,71 +192,62 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     import ray
     import torch
 
-    from experiments.evaluate import evaluate_checkpoint, log_report, print_report
-    from experiments.policy import load_greedy_policy
     from experiments.progress import LiveTrialTable
-    from experiments.sweep import best_checkpoint, build_param_space, make_tuner
+    from experiments.sweep import build_param_space, make_tuner, restore_tuner
 
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
     _silence_rllib_import_noise()
-    started_ray = start_ray(args, console)
-    tracking_uri = exp.tracking_uri()
+    previous = SweepState.load(args.output, exp.name) if args.resume else None
+    tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
     client = make_client(tracking_uri)
-    experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
+    started_ray = start_ray(args, console)
     env_config = exp.environment.env_config
     tags = {"git_commit": git_commit(), "hardware/preset": preset.name, "env": exp.environment.env,
             "symbol": str(env_config.get("symbol", env_config.get("data_path", exp.environment.env))),
             "smoke_test": str(args.smoke_test)}
-    parent = client.create_run(experiment_id, run_name=f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                               tags={**tags, "role": "sweep"})
-    parent_id = parent.info.run_id
-    out_dir = args.output.resolve() / exp.name / parent_id
-    out_dir.mkdir(parents=True, exist_ok=True)
-    status = RunStatus.to_string(RunStatus.FAILED)
-    tracker = progress = None
+    status = FAILED
+    state: SweepState | None = previous
     try:
         check_live_cluster(plan)
-        console.print(plan.describe())
-        resolved = out_dir / "experiment.yaml"
-        resolved.write_text(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False))
-        client.log_artifact(parent_id, str(resolved))
-        log_params(client, parent_id, {**flatten(exp.model_dump(mode="json", exclude={"description"})),
-                                       **plan.as_params()})
         params = build_param_space(exp, plan)
-        tracker = MlflowTrialCallback(tracking_uri, experiment_id, parent_id,
-                                      _trial_params(exp, plan, params.search_keys), tags)
-        progress = LiveTrialTable(console, params.search_keys)
-        tuner = make_tuner(exp, plan, params, args.output / "tune", [tracker, progress])
+        experiment_dir = args.output.resolve() / exp.name
+        if previous:
+            client.update_run(previous.parent_run_id, status="RUNNING")
+            console.print(f"resuming {previous.tune_dir} into MLflow run {previous.parent_run_id}")
+            out_dir = experiment_dir / previous.parent_run_id
+        else:
+            experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
+            parent_id, out_dir = _open_parent(client, exp, experiment_id, tags, plan, experiment_dir)
+            state = SweepState(tune_dir=str(experiment_dir / "tune" / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"),
+                               parent_run_id=parent_id, experiment_id=experiment_id, tracking_uri=tracking_uri)
+            state.save(args.output, exp.name)
+        console.print(plan.describe())
+        if previous:
+            tuner = restore_tuner(Path(previous.tune_dir), params)
+        else:
+            tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
+                                          _trial_params(exp, plan, params.search_keys), tags)
+            tuner = make_tuner(exp, plan, params, Path(state.tune_dir), [tracker, LiveTrialTable(console, params.search_keys)])
         results = tuner.fit()
-        progress.stop()
-        best, checkpoint = best_checkpoint(results, exp.tune.metric, exp.tune.mode)
-        console.print(f"best trial: {Path(best.path).name} ({exp.tune.metric} = "
-                      f"{_metric(best.metrics, exp.tune.metric)}), checkpoint {checkpoint}")
-        report = evaluate_checkpoint(load_greedy_policy(checkpoint), exp.environment.env, env_config)
-        print_report(console, report)
-        best_run = tracker.run_ids_by_trial.get(best.metrics.get("trial_id", ""))
-        log_report(client, [parent_id, *([best_run] if best_run else [])], report, out_dir)
-        client.log_artifacts(parent_id, str(checkpoint), "best_checkpoint")
-        client.set_tag(parent_id, "best_checkpoint", str(checkpoint))
-        status = RunStatus.to_string(RunStatus.FINISHED)
+        console.print()
+        if results.num_terminated + results.num_errors < len(results):
+            status = KILLED
+            console.print(f"sweep interrupted: continue it with python -m experiments.run {args.conf} --resume"
+                          f"{'' if args.output == Path('runs') else f' --output {args.output}'}")
+            return 130
+        _score(exp, results, params, client, state, out_dir, console)
+        status = FINISHED
     except KeyboardInterrupt:
-        status = RunStatus.to_string(RunStatus.KILLED)
+        status = KILLED
         raise
     finally:
-        if progress is not None:
-            progress.stop()
-        if tracker is not None:
-            tracker.close_all(status)
-        client.set_terminated(parent_id, status=status)
+        if state is not None:
+            close_open_children(client, state.experiment_id, state.parent_run_id,
+                                FINISHED if status == FINISHED else KILLED)
+            client.set_terminated(state.parent_run_id, status=status)
         if started_ray:
             ray.shutdown()
-    console.print(f"MLflow run {parent_id} in experiment '{exp.tracking.experiment_name or exp.name}'. Open the UI with:")
+    name = exp.tracking.experiment_name or exp.name
+    console.print(f"MLflow run {state.parent_run_id} in experiment '{name}'. Open the UI with:")
     console.print(f"  mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000", markup=False)
     return 0
-
-
-def _metric(metrics: dict[str, Any], dotted: str) -> Any:
-    node: Any = metrics
-    for part in dotted.split("/"):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node

@@ -17,12 +17,18 @@ MODULE_SUBPATH = Path("learner_group") / "learner" / "rl_module" / "default_poli
 
 
 def load_greedy_policy(checkpoint_dir: str | Path) -> Policy:
-    from ray.rllib.core.rl_module.rl_module import RLModule
-
+    """The greedy policy of an RLlib algorithm checkpoint (as Tune keeps them)."""
     module_dir = Path(checkpoint_dir) / MODULE_SUBPATH
     if not module_dir.exists():
         raise InputError(f"{checkpoint_dir}: not an RLlib algorithm checkpoint (no {MODULE_SUBPATH})")
-    module = RLModule.from_checkpoint(module_dir)
+    return load_module_policy(module_dir)
+
+
+def load_module_policy(module_dir: str | Path) -> Policy:
+    """The greedy policy of a saved RLModule folder."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    module = RLModule.from_checkpoint(Path(module_dir))
     module.eval()
 
     def policy(observations: np.ndarray) -> np.ndarray:

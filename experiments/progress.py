@@ -69,6 +69,9 @@ class LiveTrialTable(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._update(trial, status="ERROR")
 
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.live.is_started:
             self.live.stop()

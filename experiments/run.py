@@ -29,6 +29,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="override a setting by dotted path, e.g. --set training.lr=1e-4 (repeatable)")
     parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; train nothing")
     parser.add_argument("--smoke-test", action="store_true", help="the same pipeline with 2 trials x 2 iterations")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the last interrupted sweep of this experiment (same --output)")
     parser.add_argument("--hardware", help="hardware preset name or YAML path (else GPU_PROFILE, the YAML, detection)")
     parser.add_argument("--address", default=os.environ.get("RAY_ADDRESS"),
                         help="join an existing Ray cluster (default: RAY_ADDRESS, else start a local one)")

@@ -59,41 +59,90 @@ def build_param_space(exp: ExperimentConfig, plan: ResourcePlan) -> ParamSpace:
     return ParamSpace(space=config, search_keys=search_keys)
 
 
-def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, storage: Path,
-               callbacks: list[Any]) -> Tuner:
+def search_algorithm(exp: ExperimentConfig) -> Any:
+    """None keeps Tune's variant generator (grids expanded, other domains sampled at random)."""
+    if exp.tune.search_alg != "optuna":
+        return None
+    from ray.tune.search.optuna import OptunaSearch
+
+    return OptunaSearch(metric=exp.tune.metric, mode=exp.tune.mode, seed=exp.tune.seeds[0])
+
+
+def scheduler(exp: ExperimentConfig) -> Any:
+    settings = exp.tune.scheduler
+    if settings.type != "asha":
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    max_t = settings.max_t or int(exp.tune.stop.get("training_iteration", 100))
+    return ASHAScheduler(time_attr="training_iteration", metric=exp.tune.metric, mode=exp.tune.mode,
+                         max_t=max_t, grace_period=min(settings.grace_period, max_t),
+                         reduction_factor=settings.reduction_factor)
+
+
+def run_config(exp: ExperimentConfig, tune_dir: Path, callbacks: list[Any]) -> RunConfig:
     checkpoint = exp.tune.checkpoint
+    return RunConfig(
+        name=tune_dir.name,
+        storage_path=str(tune_dir.parent.resolve()),
+        stop=exp.tune.stop,
+        callbacks=callbacks,
+        verbose=0,
+        failure_config=FailureConfig(max_failures=exp.tune.max_failures),
+        checkpoint_config=CheckpointConfig(
+            num_to_keep=checkpoint.num_to_keep,
+            checkpoint_score_attribute=exp.tune.metric,
+            checkpoint_score_order=exp.tune.mode,
+            checkpoint_frequency=checkpoint.frequency,
+            checkpoint_at_end=True,
+        ),
+    )
+
+
+def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, tune_dir: Path,
+               callbacks: list[Any]) -> Tuner:
     return Tuner(
         "DQN",
         param_space=params.space,
         tune_config=TuneConfig(
             num_samples=exp.tune.num_samples,
             max_concurrent_trials=exp.tune.max_concurrent_trials or plan.max_concurrent_trials,
+            search_alg=search_algorithm(exp),
+            scheduler=scheduler(exp),
         ),
-        run_config=RunConfig(
-            name=exp.name,
-            storage_path=str(storage.resolve()),
-            stop=exp.tune.stop,
-            callbacks=callbacks,
-            verbose=0,
-            failure_config=FailureConfig(max_failures=exp.tune.max_failures),
-            checkpoint_config=CheckpointConfig(
-                num_to_keep=checkpoint.num_to_keep,
-                checkpoint_score_attribute=exp.tune.metric,
-                checkpoint_score_order=exp.tune.mode,
-                checkpoint_frequency=checkpoint.frequency,
-                checkpoint_at_end=True,
-            ),
-        ),
+        run_config=run_config(exp, tune_dir, callbacks),
     )
 
 
-def best_checkpoint(results: ResultGrid, metric: str, mode: str) -> tuple[Any, Path]:
-    """The trial with the best `metric` over all its iterations, and its best kept checkpoint."""
-    ok = [r for r in results if r.error is None and r.metrics]
+def restore_tuner(path: Path, params: ParamSpace) -> Tuner:
+    """Continue an interrupted sweep: finished trials are kept, unfinished and errored ones resume."""
+    return Tuner.restore(str(path), trainable="DQN", param_space=params.space,
+                         resume_unfinished=True, resume_errored=True)
+
+
+def group_results(results: ResultGrid, params: ParamSpace, group_by: str | None) -> dict[str, list[Any]]:
+    """Results per value of the `group_by` setting (one group "all" without it)."""
+    if not group_by:
+        return {"all": list(results)}
+    flat_key = next(k for k, v in params.search_keys.items() if v == group_by)
+    groups: dict[str, list[Any]] = {}
+    for result in results:
+        node: Any = result.config
+        for part in flat_key.split("/"):
+            node = node[part]
+        groups.setdefault(str(node), []).append(result)
+    return groups
+
+
+def best_in(results: list[Any], metric: str, mode: str) -> tuple[Any, Path]:
+    """The result with the best `metric` over all its iterations, and its best kept checkpoint."""
+    ok = [r for r in results if r.error is None and r.metrics_dataframe is not None
+          and metric in r.metrics_dataframe]
     if not ok:
         errors = "; ".join(str(r.error).splitlines()[0] for r in results if r.error)
-        raise RuntimeError(f"no trial finished: {errors or 'no results'}")
-    best = results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True)
+        raise RuntimeError(f"no trial reported {metric}: {errors or 'no results'}")
+    pick = max if mode == "max" else min
+    best = pick(ok, key=lambda r: pick(r.metrics_dataframe[metric].dropna(), default=float("nan")))
     checkpoint = best.get_best_checkpoint(metric=metric, mode=mode) or best.checkpoint
     if checkpoint is None:
         raise RuntimeError(f"trial {best.path} kept no checkpoint")

@@ -107,8 +107,7 @@ class MlflowTrialCallback(Callback):
         self.parent_run_id = parent_run_id
         self.trial_params = trial_params  # trial -> dict of params to log
         self.tags = dict(tags)
-        self.run_ids_by_trial: dict[str, str] = {}  # every trial's run, kept after it ends
-        self.open_run_ids: set[str] = set()
+        self.run_ids_by_trial: dict[str, str] = {}
 
     @property
     def client(self) -> MlflowClient:
@@ -122,12 +121,8 @@ class MlflowTrialCallback(Callback):
 
     def _run_for(self, trial: Any) -> str:
         if trial.trial_id not in self.run_ids_by_trial:
-            existing = self.client.search_runs(
-                [self.experiment_id],
-                filter_string=f"tags.`ray.trial_id` = '{trial.trial_id}' and "
-                              f"tags.`mlflow.parentRunId` = '{self.parent_run_id}'")
-            if existing:  # resumed sweep: keep writing into the trial's run
-                run_id = existing[0].info.run_id
+            run_id = run_of_trial(self.client, self.experiment_id, self.parent_run_id, trial.trial_id)
+            if run_id:  # resumed or retried trial: keep writing into its run
                 self.client.update_run(run_id, status="RUNNING")
             else:
                 tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "ray.trial_id": trial.trial_id,
@@ -136,7 +131,6 @@ class MlflowTrialCallback(Callback):
                 run_id = run.info.run_id
                 log_params(self.client, run_id, self.trial_params(trial))
             self.run_ids_by_trial[trial.trial_id] = run_id
-            self.open_run_ids.add(run_id)
         return self.run_ids_by_trial[trial.trial_id]
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -147,9 +141,8 @@ class MlflowTrialCallback(Callback):
                     step=int(result.get("training_iteration", 0)))
 
     def _finish(self, trial: Any, status: str) -> None:
-        run_id = self.run_ids_by_trial.get(trial.trial_id)
-        if run_id in self.open_run_ids:
-            self.open_run_ids.discard(run_id)
+        run_id = self.run_ids_by_trial.pop(trial.trial_id, None)
+        if run_id:
             self.client.set_terminated(run_id, status=status)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -158,10 +151,25 @@ class MlflowTrialCallback(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._finish(trial, RunStatus.to_string(RunStatus.FAILED))
 
-    def close_all(self, status: str) -> None:
-        """Called by the driver when the sweep ends or is interrupted: no run stays RUNNING."""
-        while self.open_run_ids:
-            self.client.set_terminated(self.open_run_ids.pop(), status=status)
+
+
+def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list[Any]:
+    return client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
+                              max_results=10_000)
+
+
+def run_of_trial(client: MlflowClient, experiment_id: str, parent_run_id: str, trial_id: str) -> str | None:
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`ray.trial_id` = '{trial_id}' and "
+                                                             f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
+    return runs[0].info.run_id if runs else None
+
+
+def close_open_children(client: MlflowClient, experiment_id: str, parent_run_id: str, status: str) -> None:
+    """When a sweep ends or is interrupted no child run may stay RUNNING (the callback may be a
+    copy restored by Tune, so the driver asks the store rather than the callback)."""
+    for run in child_runs(client, experiment_id, parent_run_id):
+        if run.info.status == "RUNNING":
+            client.set_terminated(run.info.run_id, status=status)
 
 
 def run_tags(values: Mapping[str, Any]) -> list[RunTag]:

@@ -69,3 +69,19 @@ def test_buy_and_hold_row_matches_hand_computation(smoke_run):
     expected = units * env.market.closes[hi - 1] - 1.0
     assert math.isclose(table.loc["buy_and_hold", "total_return"], expected, rel_tol=1e-9)
     assert table.loc["flat", "total_return"] == 0.0
+
+
+def test_best_policy_is_registered_and_loads(smoke_run):
+    import gymnasium as gym
+    import mlflow
+    import numpy as np
+
+    _, client, _ = smoke_run
+    versions = client.search_model_versions("name = 'dqn_btc'")
+    assert len(versions) == 1
+    mlflow.set_tracking_uri(client.tracking_uri)
+    model = mlflow.pyfunc.load_model(f"models:/dqn_btc/{versions[0].version}")
+    env = gym.make("trading/Spot-v0")
+    observations = np.array([env.reset(seed=s)[0] for s in range(5)], dtype=np.float32)
+    actions = model.predict(observations)
+    assert actions.shape == (5,) and set(actions) <= {0, 1}

@@ -1,0 +1,111 @@
+"""Interrupted sweeps resume without redoing finished trials; a killed trial worker is retried."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def command(out: Path, *overrides: str, resume: bool = False) -> list[str]:
+    args = [sys.executable, "-m", "experiments.run", str(REPO / "conf/dqn_btc.yaml"), "--smoke-test",
+            "--no-dashboard", "--output", str(out), "--set", f"tracking.tracking_uri=sqlite:///{out / 'mlflow.db'}"]
+    for item in overrides:
+        args += ["--set", item]
+    return args + (["--resume"] if resume else [])
+
+
+def runs(out: Path):
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("dqn_btc")
+    if experiment is None:
+        return client, []
+    return client, client.search_runs([experiment.experiment_id])
+
+
+def wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the sweep ended early with code {proc.returncode}")
+        time.sleep(1)
+    raise AssertionError("timed out")
+
+
+def test_interrupt_then_resume(tmp_path):
+    overrides = ("tune.num_samples=3", "tune.max_concurrent_trials=1")
+    proc = subprocess.Popen(command(tmp_path, *overrides), cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: any(r.info.status == "FINISHED" and r.data.tags.get("mlflow.parentRunId")
+                             for r in runs(tmp_path)[1]), 240, proc)
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    client, before = runs(tmp_path)
+    parent = next(r for r in before if r.data.tags.get("role") == "sweep")
+    assert parent.info.status == "KILLED"
+    assert not [r for r in before if r.info.status == "RUNNING"]
+    finished = {r.data.tags["ray.trial_id"]: r.info.run_id for r in before
+                if r.data.tags.get("mlflow.parentRunId") and r.info.status == "FINISHED"}
+
+    resumed = subprocess.run(command(tmp_path, *overrides, resume=True), cwd=REPO, capture_output=True,
+                             text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    client, after = runs(tmp_path)
+    parents = [r for r in after if r.data.tags.get("role") == "sweep"]
+    children = [r for r in after if r.data.tags.get("mlflow.parentRunId")]
+    assert [p.info.run_id for p in parents] == [parent.info.run_id]  # reattached, no second parent
+    assert parents[0].info.status == "FINISHED" and "eval/sharpe" in parents[0].data.metrics
+    assert len(children) == 3 and all(r.info.status == "FINISHED" for r in children)
+    for run_id in finished.values():  # finished trials were not trained again
+        steps = [m.step for m in client.get_metric_history(run_id, "training_iteration")]
+        assert steps == [1, 2]
+
+
+def trial_workers() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "name"]):
+        text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["name"] or "")
+        if "ray::DQN" in text:
+            found.append(proc)
+    return found
+
+
+def test_killed_trial_worker_is_retried_from_checkpoint(tmp_path):
+    overrides = ("tune.search_space={}", "tune.num_samples=1", "tune.max_failures=2",
+                 "tune.stop={training_iteration: 4}", "tune.checkpoint.frequency=1")
+    proc = subprocess.Popen(command(tmp_path, *overrides), cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: list(tmp_path.glob("dqn_btc/tune/*/DQN*/checkpoint_000001")) and trial_workers(),
+                 240, proc)
+        for worker in trial_workers():
+            os.kill(worker.pid, signal.SIGKILL)
+        assert proc.wait(timeout=600) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    results = next(tmp_path.glob("dqn_btc/tune/*/DQN*/result.json")).read_text().splitlines()
+    iterations = [json.loads(line)["training_iteration"] for line in results]
+    assert iterations[-1] == 4
+    assert len(iterations) > len(set(iterations)) or iterations != sorted(set(iterations)) or \
+        any(tmp_path.glob("dqn_btc/tune/*/DQN*/error.txt"))
+    _, all_runs = runs(tmp_path)
+    children = [r for r in all_runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == 1 and children[0].info.status == "FINISHED"

@@ -1,0 +1,32 @@
+"""Optuna TPE and ASHA early stopping wired from YAML, on a real (tiny) Tune sweep."""
+from __future__ import annotations
+
+import pytest
+
+from experiments.run import main
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_optuna_with_asha_sweep_runs(tmp_path):
+    import ray
+
+    ray.shutdown()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = main([str(REPO / "conf/dqn_btc.yaml"), "--smoke-test", "--no-dashboard", "--output", str(tmp_path),
+                 "--set", f"tracking.tracking_uri={uri}", "--set", "tune.search_alg=optuna",
+                 "--set", "tune.num_samples=3", "--set", "tune.max_concurrent_trials=1",
+                 "--set", "tune.scheduler={type: asha, grace_period: 1, reduction_factor: 2}",
+                 "--set", "tune.stop={training_iteration: 2}"])
+    assert code == 0
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("dqn_btc").experiment_id])
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == 3
+    lrs = {r.data.params["training.lr"] for r in children}
+    assert len(lrs) == 3  # optuna proposed three different learning rates
+    iterations = sorted(int(r.data.metrics["training_iteration"]) for r in children)
+    assert iterations[-1] == 2  # the best trial ran to the end; ASHA may have stopped others at 1
