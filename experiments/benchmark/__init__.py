@@ -1,0 +1,22 @@
+"""`python -m experiments.benchmark`: the platform's speed, measured against peers in the same run.
+
+Sub-benchmarks (each runs the platform and its peer one after the other in one process, so
+both see the same machine and the same load):
+
+- `env`:      steps/s of `trading/Spot-v0` vs gym-anytrading's StocksEnv on the same BTC bars
+              (single env, and 8 envs in gymnasium's SyncVectorEnv),
+- `train`:    env steps/s of DQN training on the platform's CPU preset (experiments.config ->
+              experiments.hardware -> algos.dqn -> `.build_algo().train()`) vs Stable-Baselines3 DQN
+              with the same network, batch size and replay ratio, for the same step budget,
+- `solve`:    wall time until CartPole-v1 greedy evaluation return >= 475 with conf/dqn_cartpole.yaml
+              vs SB3 with the RL Zoo's CartPole hyperparameters,
+- `tracking`: time MLflow logging adds per Tune result, Tune's stock MLflowLoggerCallback vs the
+              platform's MlflowTrialCallback, on a real ~350-key RLlib result, local sqlite store,
+- `cli`:      wall time of `python -m experiments.run conf/dqn_btc.yaml --dry-run` (no peer).
+
+Peers come from the `bench` extra (`pip install -e .[bench]`); a sub-benchmark whose peer is
+missing is skipped with the install command. Results: `benchmarks/results/<name>.json`.
+"""
+from experiments.benchmark.common import BENCHMARKS, PeerMissing
+
+__all__ = ["BENCHMARKS", "PeerMissing"]

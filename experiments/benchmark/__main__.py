@@ -1,0 +1,94 @@
+"""CLI: `python -m experiments.benchmark [env|train|solve|tracking|cli|all ...] [--steps N] [--quick]`."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from experiments.benchmark import common
+from experiments.benchmark.common import BENCHMARKS, Budget, PeerMissing
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    import experiments.benchmark as package
+
+    parser = argparse.ArgumentParser(prog="python -m experiments.benchmark", description=package.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", default=["all"], metavar="NAME",
+                        help=f"sub-benchmarks to run: {', '.join(BENCHMARKS)} or all (default: all)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="step budget per side (env steps; results for `tracking`); default per benchmark")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny budgets (seconds): checks that every benchmark runs, measures nothing useful")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--time-limit", type=float, default=None, dest="time_limit_s",
+                        help="seconds per side for open-ended runs (solve); default 300, quick 60")
+    parser.add_argument("--output", type=Path, default=common.RESULTS_DIR,
+                        help="folder for <name>.json (default benchmarks/results)")
+    parser.add_argument("--json", action="store_true", help="print the full JSON document after each table")
+    args = parser.parse_args(argv)
+    names = list(BENCHMARKS) if "all" in args.names else args.names
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}: choose from {', '.join(BENCHMARKS)}, all")
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be >= 1")
+    args.names = names
+    return args
+
+
+def print_table(console, document: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{document['benchmark']}: {document['platform']} vs {document['peer']}",
+                  title_justify="left")
+    for column, justify in (("what", "left"), ("unit", "left"), ("platform", "right"), ("peer", "right"),
+                            ("ratio", "right"), ("target", "left"), ("met", "left")):
+        table.add_column(column, justify=justify)
+    for f in document["figures"]:
+        met = {True: "[green]yes[/green]", False: "[red]no[/red]", None: ""}[f["met"]]
+        table.add_row(f["what"], f["unit"], common.format_number(f["platform"]), common.format_number(f["peer"]),
+                      common.format_ratio(f["ratio"]), f["target"] or "", met)
+    console.print(table)
+    m = document["machine"]
+    console.print(f"[dim]{m['cpu']}, {m['usable_cpus']} usable CPUs, load {m['load_average_1_5_15_before']} -> "
+                  f"{m['load_average_1_5_15_after']}, {document['wall_time_s']} s; "
+                  f"versions {json.dumps({k: v for k, v in document['versions'].items() if v})}[/dim]")
+    for f in document["figures"]:
+        if f["note"]:
+            console.print(f"[dim]- {f['what']}: {f['note']}[/dim]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    raw_argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(raw_argv)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    budget = Budget(steps=args.steps, quick=args.quick, seed=args.seed, time_limit_s=args.time_limit_s)
+    skipped, failed = [], []
+    for name in args.names:
+        console.rule(f"benchmark: {name}")
+        try:
+            document = common.run_benchmark(name, budget, raw_argv)
+        except PeerMissing as missing:
+            console.print(f"[yellow]skipped {name}: {missing}[/yellow]")
+            skipped.append(name)
+            continue
+        path = common.write_result(document, args.output)
+        print_table(console, document)
+        if args.json:
+            print(json.dumps(document, indent=2, default=str))
+        console.print(f"wrote {path}")
+        if document["details"].get("error"):
+            failed.append(name)
+    if skipped:
+        console.print(f"[yellow]skipped (peer not installed): {', '.join(skipped)}[/yellow]")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

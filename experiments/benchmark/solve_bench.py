@@ -1,0 +1,138 @@
+"""`solve`: wall time until CartPole-v1 greedy evaluation return >= 475, platform vs SB3 + RL Zoo.
+
+Platform: conf/dqn_cartpole.yaml through experiments.config -> experiments.hardware (cpu preset)
+-> algos.dqn -> `.build_algo()`, then `.train()` iterations; after each iteration RLlib's own
+greedy evaluation (`evaluation_duration` episodes, configured in the YAML) is read from
+`evaluation/env_runners/episode_return_mean`. Peer: SB3 DQN with the RL Zoo's CartPole-v1
+hyperparameters, evaluated by SB3's EvalCallback with the same number of greedy episodes at the
+same env-step period (the platform's iteration size), stopping at the same threshold. The clock
+runs from the first training call to the evaluation that crosses the threshold, evaluation time
+included on both sides; algorithm construction and Ray start are reported apart. A side that
+has not solved within the step budget or the time limit is reported as not solved, with its best
+evaluation return.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from experiments.benchmark.common import REPO, Budget, Figure, Report, require
+from experiments.benchmark.train_bench import init_ray, lifetime, silence_rllib
+
+CONF = REPO / "conf" / "dqn_cartpole.yaml"
+THRESHOLD = 475.0
+# rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4).
+ZOO_CARTPOLE = {
+    "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
+    "gamma": 0.99, "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
+    "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]},
+}
+ZOO_TIMESTEPS = 50_000
+
+
+def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str] | None = None,
+                   build=None) -> dict[str, Any]:
+    from algos.dqn import build_dqn_config
+    from experiments.config import load_experiment
+    from experiments.hardware import load_preset, resolve_plan
+
+    base = load_experiment(CONF)
+    iteration = min(base.reporting.min_sample_timesteps_per_iteration, steps)
+    overrides = [*(overrides or []), f"reporting.min_sample_timesteps_per_iteration={iteration}"]
+    if steps < 4 * base.training.num_steps_sampled_before_learning_starts:  # tiny budgets still learn a bit
+        overrides.append(f"training.num_steps_sampled_before_learning_starts={steps // 4}")
+    exp = load_experiment(CONF, overrides)
+    plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1)
+    config = build_dqn_config(exp, plan, seed=seed)
+    start = time.perf_counter()
+    algo = (build or (lambda c: c.build_algo()))(config)
+    build_s = time.perf_counter() - start
+    history: list[tuple[float, float, float]] = []  # (seconds, env steps, eval return)
+    solved_s = solved_steps = None
+    sampled = 0.0
+    start = time.perf_counter()
+    while sampled < steps and time.perf_counter() - start < time_limit:
+        result = algo.train()
+        sampled = lifetime(result, "env_runners", "num_env_steps_sampled_lifetime")
+        value = lifetime(result, "evaluation", "env_runners", "episode_return_mean")
+        elapsed = time.perf_counter() - start
+        history.append((round(elapsed, 2), sampled, round(value, 1)))
+        if value >= THRESHOLD:
+            solved_s, solved_steps = elapsed, sampled
+            break
+    algo.stop()
+    return {"build_s": build_s, "solved_s": solved_s, "solved_env_steps": solved_steps,
+            "best_eval_return": max((h[2] for h in history), default=None), "env_steps": sampled,
+            "wall_s": time.perf_counter() - start, "history": history,
+            "eval_every_env_steps": exp.reporting.min_sample_timesteps_per_iteration,
+            "eval_episodes": exp.evaluation.evaluation_duration,
+            "conf": str(CONF.relative_to(REPO)), "overrides": overrides}
+
+
+def solve_sb3(steps: int, time_limit: float, seed: int, eval_every: int, eval_episodes: int) -> dict[str, Any]:
+    sb3 = require("stable_baselines3", "stable-baselines3")
+    import gymnasium as gym
+    from stable_baselines3.common.callbacks import BaseCallback, EvalCallback, StopTrainingOnRewardThreshold
+
+    history: list[tuple[float, float, float]] = []
+    clock: dict[str, float] = {}
+
+    class Clock(BaseCallback):
+        """Records every evaluation and stops at the time limit."""
+
+        def _on_step(self) -> bool:
+            return time.perf_counter() - clock["start"] < time_limit
+
+    class Recorder(BaseCallback):
+        def _on_step(self) -> bool:
+            parent = self.parent
+            history.append((round(time.perf_counter() - clock["start"], 2), float(self.num_timesteps),
+                            round(float(parent.last_mean_reward), 1)))
+            return True
+
+    env = gym.make("CartPole-v1")
+    eval_env = gym.make("CartPole-v1")
+    stop = StopTrainingOnRewardThreshold(reward_threshold=THRESHOLD, verbose=0)
+    evaluator = EvalCallback(eval_env, n_eval_episodes=eval_episodes, eval_freq=eval_every, deterministic=True,
+                             callback_on_new_best=stop, callback_after_eval=Recorder(), verbose=0)
+    # The Zoo's exploration schedule is a fraction of its 5e4-step budget, whatever our step cap.
+    hyper = {**ZOO_CARTPOLE, "exploration_fraction": ZOO_CARTPOLE["exploration_fraction"] * ZOO_TIMESTEPS / steps}
+    if steps < 4 * hyper["learning_starts"]:  # tiny budgets, as on the platform side
+        hyper["learning_starts"] = steps // 4
+    start = time.perf_counter()
+    model = sb3.DQN("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hyper)
+    build_s = time.perf_counter() - start
+    clock["start"] = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=[evaluator, Clock()])
+    wall = time.perf_counter() - clock["start"]
+    solved = next(((s, n) for s, n, r in history if r >= THRESHOLD), None)
+    return {"build_s": build_s, "solved_s": solved[0] if solved else None,
+            "solved_env_steps": solved[1] if solved else None,
+            "best_eval_return": max((h[2] for h in history), default=None), "env_steps": model.num_timesteps,
+            "wall_s": wall, "history": history, "hyperparameters": ZOO_CARTPOLE}
+
+
+def run(budget: Budget) -> Report:
+    steps = budget.pick(full=100_000, quick=1_000)
+    time_limit = budget.time_limit_s or (60.0 if budget.quick else 300.0)
+    require("stable_baselines3", "stable-baselines3")
+    import torch
+
+    torch.set_num_threads(1)
+    ray_s = init_ray()
+    silence_rllib()
+    ours = solve_platform(steps, time_limit, budget.seed)
+    theirs = solve_sb3(steps, time_limit, budget.seed, ours["eval_every_env_steps"], ours["eval_episodes"])
+    figure = Figure(f"wall time to greedy eval return >= {THRESHOLD:.0f}", "s", ours["solved_s"],
+                    theirs["solved_s"], higher_is_better=False, target="<= 1.0x peer")
+    figure.met = figure.ratio is not None and figure.ratio <= 1.0
+    unsolved = [side for side, r in (("platform", ours), ("SB3", theirs)) if r["solved_s"] is None]
+    figure.note = (f"not solved within {steps} steps / {time_limit:.0f} s: {', '.join(unsolved)} "
+                   f"(best eval return platform {ours['best_eval_return']}, SB3 {theirs['best_eval_return']})"
+                   if unsolved else "")
+    steps_figure = Figure("env steps to solve", "env steps", ours["solved_env_steps"], theirs["solved_env_steps"],
+                          higher_is_better=False)
+    details = {"threshold": THRESHOLD, "step_cap": steps, "time_limit_s": time_limit, "ray_init_s": ray_s,
+               "platform": ours, "peer": theirs, "torch_threads": torch.get_num_threads()}
+    return Report("solve", __doc__.splitlines()[0], "RLlib DQN via conf/dqn_cartpole.yaml (cpu preset)",
+                  "SB3 DQN + RL Zoo CartPole-v1 hyperparameters", [figure, steps_figure], details)

@@ -1,0 +1,176 @@
+"""`train`: env steps/s of DQN training, the platform's CPU preset vs Stable-Baselines3, same budget.
+
+Platform: `experiments.config.load_experiment(conf/dqn_btc.yaml)` -> `experiments.hardware.resolve_plan`
+(the `cpu` preset) -> `algos.dqn.build_dqn_config` -> `.build_algo()` -> `.train()` until the step
+budget is sampled: the code path of `experiments.run`, minus Tune and MLflow (measured separately
+by `tracking`), and minus the per-iteration validation episode (SB3 has none; it is evaluation,
+not training). Peer: SB3 `DQN("MlpPolicy")` on the same env and env_config with the same hidden
+layers, batch size, learning rate, gamma, buffer size, learning start, target update period,
+gradient clipping and replay ratio (replayed samples per env step: RLlib's `training_intensity`,
+SB3's `batch_size * gradient_steps / train_freq`). Both run in this process with one torch thread
+(what `experiments.pipeline` sets for the driver). Env steps/s = steps sampled / wall time of the
+training loop (algorithm construction and Ray start are reported apart).
+"""
+from __future__ import annotations
+
+import os
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from experiments.benchmark.common import REPO, Budget, Figure, Report, require
+
+CONF = REPO / "conf" / "dqn_btc.yaml"
+TARGET = 1.0
+
+
+def init_ray() -> float:
+    """Start a local Ray without dashboard (or reuse the running one); returns the seconds it took."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():
+        return 0.0
+    start = time.perf_counter()
+    ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    return time.perf_counter() - start
+
+
+def silence_rllib() -> None:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    for name in ("ray.rllib", "ray.tune", "ray"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def platform_experiment(conf: Path, steps: int, extra_overrides: list[str] | None = None):
+    """The experiment and plan `experiments.run` would use, with the budget's iteration size."""
+    from experiments.config import load_experiment
+    from experiments.hardware import load_preset, resolve_plan
+
+    base = load_experiment(conf)
+    overrides = [
+        "evaluation.evaluation_interval=null",
+        f"reporting.min_sample_timesteps_per_iteration={min(base.reporting.min_sample_timesteps_per_iteration, steps)}",
+        "training.num_steps_sampled_before_learning_starts="
+        f"{min(base.training.num_steps_sampled_before_learning_starts, max(steps // 4, 1))}",
+        *(extra_overrides or []),
+    ]
+    exp = load_experiment(conf, overrides)
+    plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1)
+    return exp, plan, overrides
+
+
+def lifetime(result: dict[str, Any], *path: str) -> float:
+    node: Any = result
+    for part in path:
+        node = node.get(part, {}) if isinstance(node, dict) else {}
+    return float(node) if isinstance(node, (int, float)) else 0.0
+
+
+def train_platform(exp, plan, steps: int, seed: int, build=None) -> dict[str, Any]:
+    """Build the RLlib algorithm and call train() until `steps` env steps are sampled."""
+    from algos.dqn import build_dqn_config
+
+    config = build_dqn_config(exp, plan, seed=seed)
+    start = time.perf_counter()
+    algo = (build or (lambda c: c.build_algo()))(config)
+    build_s = time.perf_counter() - start
+    sampled = trained = 0.0
+    iterations = 0
+    start = time.perf_counter()
+    while sampled < steps:
+        result = algo.train()
+        iterations += 1
+        sampled = lifetime(result, "env_runners", "num_env_steps_sampled_lifetime")
+        trained = lifetime(result, "learners", "__all_modules__", "num_env_steps_trained_lifetime")
+    train_s = time.perf_counter() - start
+    algo.stop()
+    learning_starts = exp.training.num_steps_sampled_before_learning_starts
+    return {"build_s": build_s, "train_s": train_s, "env_steps": sampled, "iterations": iterations,
+            "replayed_samples": trained, "steps_per_s": sampled / train_s,
+            "achieved_replay_ratio": trained / max(sampled - learning_starts, 1.0)}
+
+
+def sb3_settings(exp, plan) -> dict[str, Any]:
+    """SB3 DQN arguments equal to the platform's experiment (replay ratio via train_freq/gradient_steps)."""
+    training = exp.training
+    batch = training.train_batch_size_per_learner or plan.train_batch_size_per_learner
+    ratio = training.training_intensity or batch / (exp.env_runners.rollout_fragment_length
+                                                    * (plan.num_envs_per_env_runner or 1))
+    freq = Fraction(batch / ratio).limit_denominator(64)  # train_freq / gradient_steps
+    return {
+        "learning_rate": training.lr, "gamma": training.gamma, "batch_size": batch,
+        "buffer_size": training.replay_buffer.capacity,
+        "learning_starts": training.num_steps_sampled_before_learning_starts,
+        "target_update_interval": training.target_network_update_freq,
+        "train_freq": freq.numerator, "gradient_steps": freq.denominator,
+        "exploration_initial_eps": training.epsilon[0][1], "exploration_final_eps": training.epsilon[-1][1],
+        "max_grad_norm": training.grad_clip or 10.0,
+        "policy_kwargs": {"net_arch": list(exp.rl_module.fcnet_hiddens)},
+        "replay_ratio": batch * freq.denominator / freq.numerator,
+    }
+
+
+def train_sb3(env_id: str, env_kwargs: dict[str, Any], settings: dict[str, Any], steps: int, seed: int,
+              epsilon_steps: int) -> dict[str, Any]:
+    sb3 = require("stable_baselines3", "stable-baselines3")
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+
+    kwargs = {k: v for k, v in settings.items() if k != "replay_ratio"}
+    kwargs["exploration_fraction"] = min(1.0, epsilon_steps / steps)
+    env = gym.make(env_id, **env_kwargs)
+    start = time.perf_counter()
+    model = sb3.DQN("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    build_s = time.perf_counter() - start
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    train_s = time.perf_counter() - start
+    updates = model._n_updates
+    return {"build_s": build_s, "train_s": train_s, "env_steps": model.num_timesteps,
+            "steps_per_s": model.num_timesteps / train_s, "gradient_updates": updates,
+            "achieved_replay_ratio": updates * settings["batch_size"]
+            / max(model.num_timesteps - settings["learning_starts"], 1)}
+
+
+def run(budget: Budget) -> Report:
+    steps = budget.pick(full=20_000, quick=300)
+    require("stable_baselines3", "stable-baselines3")
+    import torch
+
+    torch.set_num_threads(1)
+    exp, plan, overrides = platform_experiment(CONF, steps)
+    settings = sb3_settings(exp, plan)
+    ray_s = init_ray()
+    silence_rllib()
+    ours = train_platform(exp, plan, steps, budget.seed)
+    env_kwargs = {"config": exp.environment.env_config} if exp.environment.env.startswith("trading/") else \
+        dict(exp.environment.env_config)
+    theirs = train_sb3(exp.environment.env, env_kwargs, settings, steps, budget.seed, exp.training.epsilon[-1][0])
+    figure = Figure("DQN training, env steps/s", "env steps/s", ours["steps_per_s"], theirs["steps_per_s"],
+                    target=f">= {TARGET:.1f}x peer")
+    figure.met = figure.ratio is not None and figure.ratio >= TARGET
+    figure.note = (f"replay ratio platform {ours['achieved_replay_ratio']:.2f} / SB3 "
+                   f"{theirs['achieved_replay_ratio']:.2f} samples per env step; batch {settings['batch_size']}; "
+                   f"net {settings['policy_kwargs']['net_arch']}")
+    wall = Figure("wall time for the budget", "s", ours["train_s"], theirs["train_s"], higher_is_better=False)
+    details = {
+        "steps": steps, "conf": str(CONF.relative_to(REPO)), "overrides": overrides,
+        "hardware_plan": plan.as_params() if hasattr(plan, "as_params") else str(plan),
+        "platform_algorithm": {"double_q": exp.training.double_q, "dueling": exp.training.dueling,
+                               "n_step": exp.training.n_step,
+                               "replay_buffer": exp.training.replay_buffer.type,
+                               "num_envs_per_env_runner": plan.num_envs_per_env_runner,
+                               "num_env_runners": plan.num_env_runners,
+                               "rollout_fragment_length": exp.env_runners.rollout_fragment_length,
+                               "training_intensity": exp.training.training_intensity},
+        "sb3_settings": settings,
+        "platform": ours, "peer": theirs, "ray_init_s": ray_s, "torch_threads": torch.get_num_threads(),
+    }
+    return Report("train", __doc__.splitlines()[0], "RLlib DQN via algos.dqn (cpu preset, conf/dqn_btc.yaml)",
+                  "Stable-Baselines3 DQN", [figure, wall], details)

@@ -1,0 +1,64 @@
+"""Every sub-benchmark of `python -m experiments.benchmark` runs end to end with a tiny budget.
+
+Real RLlib, SB3, Tune's MLflow callback and MLflow stores. No wall-clock time or ratio is asserted:
+they depend on the machine and its load; only that both sides were measured and recorded.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from experiments.benchmark.__main__ import main
+
+pytestmark = pytest.mark.slow
+
+NEEDS_SB3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None,
+                               reason='stable-baselines3 (the peer) is not installed: pip install -e ".[bench]"')
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    import ray
+
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _document(tmp_path, name):
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+@NEEDS_SB3
+def test_train_quick(tmp_path, ray_session):
+    assert main(["train", "--steps", "200", "--output", str(tmp_path)]) == 0
+    document = _document(tmp_path, "train")
+    details = document["details"]
+    assert details["platform"]["env_steps"] >= 200 and details["peer"]["env_steps"] >= 200
+    figure = document["figures"][0]
+    assert figure["platform"] > 0 and figure["peer"] > 0
+    # the SB3 side is configured for the platform's replay ratio
+    settings = details["sb3_settings"]
+    assert settings["batch_size"] * settings["gradient_steps"] / settings["train_freq"] == pytest.approx(
+        settings["replay_ratio"])
+
+
+@NEEDS_SB3
+def test_solve_quick(tmp_path, ray_session):
+    assert main(["solve", "--steps", "400", "--time-limit", "60", "--output", str(tmp_path)]) == 0
+    details = _document(tmp_path, "solve")["details"]
+    for side in ("platform", "peer"):
+        assert details[side]["env_steps"] >= 400 or details[side]["solved_s"] is not None
+        assert details[side]["history"], f"{side} recorded no evaluation"
+
+
+def test_tracking_quick(tmp_path):
+    assert main(["tracking", "--quick", "--output", str(tmp_path)]) == 0
+    document = _document(tmp_path, "tracking")
+    details = document["details"]
+    assert details["numeric_keys_per_result"] > 200
+    assert details["platform"]["check"][0], details["platform"]["check"][1]
+    assert details["peer"]["check"][0], details["peer"]["check"][1]
