@@ -209,7 +209,9 @@ def describe_validation_error(error: ValidationError, source: str) -> str:
         elif item["type"] == "missing":
             lines.append(f"{source}: missing key {key!r}: add it")
         else:
-            lines.append(f"{source}: {key}: {item['msg']} (got {item.get('input')!r})")
+            given = item.get("input")
+            shown = f" (got {given!r})" if not isinstance(given, (dict, list)) or len(repr(given)) < 80 else ""
+            lines.append(f"{source}: {key}: {item['msg'].removeprefix('Value error, ')}{shown}")
     return "\n".join(lines)
 
 

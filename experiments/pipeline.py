@@ -193,7 +193,7 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     import torch
 
     from experiments.progress import LiveTrialTable
-    from experiments.sweep import build_param_space, make_tuner, restore_tuner
+    from experiments.sweep import build_param_space, fit, make_tuner, restore_tuner
 
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
     _silence_rllib_import_noise()
@@ -228,9 +228,9 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
                                           _trial_params(exp, plan, params.search_keys), tags)
             tuner = make_tuner(exp, plan, params, Path(state.tune_dir), [tracker, LiveTrialTable(console, params.search_keys)])
-        results = tuner.fit()
+        results, interrupted = fit(tuner)
         console.print()
-        if results.num_terminated + results.num_errors < len(results):
+        if interrupted:
             status = KILLED
             console.print(f"sweep interrupted: continue it with python -m experiments.run {args.conf} --resume"
                           f"{'' if args.output == Path('runs') else f' --output {args.output}'}")

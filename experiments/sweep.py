@@ -6,6 +6,7 @@ report each searched value (`trial.evaluated_params`) and can log it under its Y
 """
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -112,6 +113,27 @@ def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, tu
         ),
         run_config=run_config(exp, tune_dir, callbacks),
     )
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
+    """Run the sweep; also say whether the user interrupted it.
+
+    Tune catches the first Ctrl-C, stops the trials, saves its state and returns normally. Its
+    handler then re-installs the handler that was in place before `fit`, so finding ours back
+    tells an interrupted sweep from a finished one (a second Ctrl-C raises KeyboardInterrupt).
+    """
+    previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+    try:
+        results = tuner.fit()
+        interrupted = signal.getsignal(signal.SIGINT) is _raise_keyboard_interrupt
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    unfinished = results.num_terminated + results.num_errors < len(results)
+    return results, interrupted or unfinished
 
 
 def restore_tuner(path: Path, params: ParamSpace) -> Tuner:
