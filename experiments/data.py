@@ -3,7 +3,9 @@
 Reads CryptoDataDownload exports, header-less exchange kline dumps (Binance-style) and
 generic OHLCV CSVs, reports gaps and how they were handled, and writes
 `data/raw/<SYMBOL>_<TF>.parquet` (atomically) for `environment.env_config.data_path`.
-`show FILE` prints a parquet's range, bar count and gaps.
+`show FILE` prints a parquet's range, bar count and gaps. `fetch SYMBOL... --timeframe 1h
+[--exchange binance] [--since 2023-01-01]` downloads bars with ccxt (needs network) into the same
+parquet layout (see experiments.fetch).
 """
 from __future__ import annotations
 
@@ -38,6 +40,17 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fetch(args: argparse.Namespace) -> int:
+    from experiments.fetch import fetch_to_cache
+
+    for symbol in args.symbols:
+        path, result = fetch_to_cache(symbol, args.timeframe, args.data_dir, args.exchange, since=args.since,
+                                      until=args.until, max_bars=args.max_bars, gaps=args.gaps)
+        print(f"{symbol}: {result.describe()}")
+        print(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.data", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +66,18 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("file", type=Path)
     show.add_argument("--timeframe", choices=list(TIMEFRAMES))
     show.set_defaults(handler=_show)
+    fetch = commands.add_parser("fetch", help="download bars from an exchange with ccxt (needs network)")
+    fetch.add_argument("symbols", nargs="+", metavar="SYMBOL", help="e.g. SOL-USD (mapped to SOL/USD or SOL/USDT)")
+    fetch.add_argument("--timeframe", required=True, choices=list(TIMEFRAMES))
+    fetch.add_argument("--exchange", default="binance", help="a ccxt exchange id (default binance; e.g. coinbase)")
+    fetch.add_argument("--since", help="first bar, e.g. 2023-01-01 (default: --max-bars bars before now)")
+    fetch.add_argument("--until", help="last bar (default: now; the bar still forming is dropped)")
+    fetch.add_argument("--max-bars", type=int, default=20_000, help="history length when --since is not given")
+    fetch.add_argument("--gaps", default="ffill", choices=GAP_POLICIES,
+                       help="missing bars: ffill = flat bars at the last close (default), drop, or error")
+    fetch.add_argument("--data-dir", type=Path, default=DEFAULT_DIR,
+                       help=f"where <SYMBOL>_<TF>.parquet is written (default {DEFAULT_DIR})")
+    fetch.set_defaults(handler=_fetch)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -93,6 +93,7 @@ class Market:
     features: np.ndarray
     bounds: dict[str, tuple[int, int]]  # split -> [first decision row, last fill row + 1)
     timeframe: str
+    synthetic: bool = False  # generated bars (envs.trading.synthetic): reports must say SYNTHETIC
 
 
 def load_market(cfg: TradingConfig) -> Market:
@@ -119,6 +120,7 @@ def load_market(cfg: TradingConfig) -> Market:
         features=features.values,
         bounds=bounds,
         timeframe=timeframe,
+        synthetic=bool(bars.attrs.get("synthetic", False)),
     )
 
 
