@@ -268,9 +268,9 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
 
 
 def _absolute_paths(env_config: dict[str, Any]) -> None:
-    """Tune runs trials in their own folders: `*_path` values are made absolute from the cwd."""
+    """Tune runs trials in their own folders: `*_path`/`*_dir` values are made absolute from the cwd."""
     for key, value in env_config.items():
-        if key.endswith("_path") and isinstance(value, str) and value:
+        if key.endswith(("_path", "_dir")) and isinstance(value, str) and value:
             env_config[key] = str(Path(value).expanduser().resolve())
 
 

@@ -51,18 +51,57 @@ SMOKE_OVERRIDES = [
 ]
 
 
+SYMBOL_KEY = "environment.env_config.symbol"
+
+
+def swept_symbols(exp: ExperimentConfig) -> list[str]:
+    """The symbols a trading sweep will trade: a grid/choice over the symbol, else the one symbol."""
+    domain = exp.tune.search_space.get(SYMBOL_KEY, {})
+    values = domain.get("grid") or domain.get("choice")
+    return [str(v) for v in values] if values else [str(exp.environment.env_config.get("symbol", "BTC-USD"))]
+
+
+def prepare_market_data(exp: ExperimentConfig, fetch: bool, console: Console) -> list[str]:
+    """For symbol-addressed market data (data_path: null), fetch missing symbols with ccxt (cached as
+    parquet) or, when `fetch` is off (dry run), report them. Returns the symbols still missing."""
+    config = exp.environment.env_config
+    if exp.environment.env != "trading/Spot-v0" or config.get("source", "file") != "file" \
+            or config.get("data_path", "bundled") is not None:
+        return []
+    from envs.trading.env import DEFAULT_DATA
+    from experiments.fetch import ensure_local_data
+
+    timeframe = config.get("timeframe") or "1h"
+    status = ensure_local_data(swept_symbols(exp), timeframe, config.get("data_dir", DEFAULT_DATA.parent),
+                               fetch=fetch, log=console.print)
+    if status.missing:
+        console.print(f"note: no local {timeframe} data for {', '.join(status.missing)}; the run will fetch "
+                      "them with ccxt (needs network)")
+    return status.missing
+
+
+def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
+    """Two trials in all: a group_by grid keeps its first two values (one trial each), other grids
+    become choices, and one seed is kept."""
+    group = exp.tune.group_by
+    space = {}
+    for key, domain in exp.tune.search_space.items():
+        if "grid" in domain:
+            domain = {"grid": domain["grid"][:2]} if key == group else {"choice": domain["grid"]}
+        space[key] = domain
+    samples = 1 if group and "grid" in space.get(group, {}) else exp.tune.num_samples
+    tune = exp.tune.model_copy(update={"search_space": space, "seeds": exp.tune.seeds[:1], "num_samples": samples})
+    return exp.model_copy(update={"tune": tune})
+
+
 def load(args: argparse.Namespace) -> ExperimentConfig:
     exp = load_experiment(args.conf, [*(SMOKE_OVERRIDES if args.smoke_test else []), *args.overrides])
     if args.smoke_test:
-        # Two trials in all: grids become choices and one seed is kept.
-        space = {k: ({"choice": v["grid"]} if "grid" in v else v) for k, v in exp.tune.search_space.items()}
-        exp = exp.model_copy(update={"tune": exp.tune.model_copy(update={"search_space": space,
-                                                                         "seeds": exp.tune.seeds[:1]})})
-    check_environment(exp)
+        exp = smoke_version(exp)
     return exp
 
 
-def check_environment(exp: ExperimentConfig) -> None:
+def check_environment(exp: ExperimentConfig, construct: bool = True) -> None:
     """Fail before Ray starts if the env id is unknown or its data/config is bad."""
     import difflib
 
@@ -75,6 +114,8 @@ def check_environment(exp: ExperimentConfig) -> None:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
         hint = f": did you mean {close[0]!r}?" if close else ""
         raise InputError(f"environment.env {env_id!r} is not a registered environment{hint}")
+    if not construct:
+        return
     if env_id in envs.ENVIRONMENTS:
         gym.make(env_id, config=env_config).close()
         gym.make(env_id, config={**env_config, **exp.evaluation.env_config}).close()
@@ -108,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         exp = load(args)
+        missing = prepare_market_data(exp, fetch=not args.dry_run, console=console)
+        check_environment(exp, construct=not missing)
         preset, plan = print_plan(console, exp, args)
         if args.dry_run:
             console.print("resolved experiment:")

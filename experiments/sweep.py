@@ -15,6 +15,7 @@ from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
 from algos.dqn import build_dqn_config
+from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
 from experiments.search_space import to_domains
@@ -42,12 +43,32 @@ def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     tree[path[-1]] = value
 
 
+def _value_at(path: tuple[str, ...]) -> Any:
+    """A Tune `sample_from` function that copies the resolved value found at `path`."""
+    def copy(config: dict[str, Any]) -> Any:
+        node: Any = config
+        for key in path:
+            node = node[key]
+        return node
+
+    return copy
+
+
 def build_param_space(exp: ExperimentConfig, plan: ResourcePlan) -> ParamSpace:
     domains = to_domains(exp.tune.search_space)
     sentinels = {key: f"{_SENTINEL}{key}" for key in domains}
     config = build_dqn_config(exp, plan, domains=sentinels, seed=0).to_dict()
     search_keys: dict[str, str] = {}
+    first_path: dict[str, tuple[str, ...]] = {}
     for path, yaml_key in _find_sentinels(config):
+        if yaml_key in first_path:
+            # A searched env_config key is also in the evaluation env_config: one draw, two places.
+            if exp.tune.search_alg == "optuna":
+                raise InputError(f"tune.search_space.{yaml_key}: optuna cannot search a key that RLlib needs "
+                                 "twice (training and evaluation env_config): use search_alg: random")
+            _set(config, path, tune.sample_from(_value_at(first_path[yaml_key])))
+            continue
+        first_path[yaml_key] = path
         _set(config, path, domains[yaml_key])
         search_keys["/".join(path)] = yaml_key
     missing = set(domains) - set(search_keys.values())

@@ -54,3 +54,22 @@ def test_strategies_from_the_notes(name, trials_at_once, gpu_per_trial, learners
     assert plan.max_concurrent_trials == trials_at_once
     assert total(bundles, "GPU") == pytest.approx(gpu_per_trial, abs=1e-3)
     assert config.num_learners == learners
+
+
+def test_searched_env_key_is_drawn_once_for_training_and_evaluation():
+    """A grid over environment.env_config.symbol makes one trial per symbol, evaluated on the same symbol."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    from experiments.sweep import build_param_space
+
+    exp = load_experiment(REPO / "conf/dqn_btc.yaml", [
+        "tune.search_space={environment.env_config.symbol: {grid: [AAA, BBB, CCC]}, training.lr: {choice: [0.1, 0.2]}}"])
+    plan = resolve_plan(load_preset("cpu"), exp.timeframe, exp.num_trials())
+    params = build_param_space(exp, plan)
+    variants = [config for _, config in generate_variants(params.space)]
+    assert len(variants) == 3
+    assert sorted(v["env_config"]["symbol"] for v in variants) == ["AAA", "BBB", "CCC"]
+    for variant in variants:
+        assert variant["evaluation_config"]["env_config"]["symbol"] == variant["env_config"]["symbol"]
+        assert variant["evaluation_config"]["env_config"]["split"] == "validation"
+    assert params.search_keys == {"env_config/symbol": "environment.env_config.symbol", "lr": "training.lr"}
