@@ -12,3 +12,16 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   "$py" -m pip install --quiet "torch==2.13.0"
 fi
 "$py" -m pip install --quiet -e ".${extras:+[$extras]}"
+
+# The test extra also needs a browser for tests/integration/test_mlflow_ui_browser.py: Debian's
+# chromium + chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver; Selenium drives them, nothing is
+# downloaded). Installed only as root with apt; otherwise that test is skipped with a note.
+if [[ ",$extras," == *,test,* ]] && ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+      || echo "note: could not install chromium + chromium-driver with apt; the MLflow UI browser test will be skipped"
+  else
+    echo "note: chromium or chromedriver missing and apt-get unavailable (or not root): install chromium and chromium-driver" \
+         "(e.g. sudo apt-get install chromium chromium-driver) to run the MLflow UI browser test; it is skipped otherwise"
+  fi
+fi

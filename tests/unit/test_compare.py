@@ -1,0 +1,144 @@
+"""experiments.compare on a temporary MLflow store holding two sweeps on two coins."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from mlflow.entities import Metric, Param  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+from experiments import compare  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Two sweeps (BTC-USD, then ETH-USD) with two trials each; the BTC sweep has an evaluation table."""
+    folder = tmp_path_factory.mktemp("compare")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp_id = client.create_experiment("exp", artifact_location=(folder / "artifacts").as_uri())
+    sweeps = {}
+    for start, symbol in enumerate(["BTC-USD", "ETH-USD"]):
+        parent = client.create_run(exp_id, run_name=f"sweep-{symbol}", start_time=1000 * (start + 1),
+                                   tags={"role": "sweep", "symbol": symbol})
+        pid = parent.info.run_id
+        client.log_batch(pid, metrics=[Metric("eval/sharpe", 0.5 + start, 0, 0)],
+                         params=[Param("training.lr", "0.0005")])
+        for trial in range(2):
+            # ETH trials name their coin in a param (a sweep over coins), under a sweep-wide tag.
+            child = client.create_run(exp_id, run_name=f"{symbol}_trial_{trial}",
+                                      start_time=1000 * (start + 1) + trial + 1,
+                                      tags={"mlflow.parentRunId": pid, "symbol": "BTC-USD"})
+            cid = child.info.run_id
+            lr = 1e-4 * (trial + 1)
+            coin = [Param(compare.SYMBOL_PARAM, symbol)] if symbol == "ETH-USD" else []
+            client.log_batch(cid, params=[Param("training.lr", str(lr)), Param("training.gamma", "0.99"),
+                                          Param("training.dueling", "True"), *coin], metrics=[
+                Metric(key, value * (trial + 1), 0, step)
+                for step in (1, 2, 3)
+                for key, value in ((compare.TRAIN_RETURN, step), (compare.EVAL_RETURN, -step))])
+            client.set_terminated(cid)
+        client.set_terminated(pid)
+        sweeps[symbol] = pid
+    table = folder / "evaluation.csv"
+    pd.DataFrame({"total_return": [0.1, 0.05]}, index=["agent", "buy_and_hold"]).to_csv(table)
+    client.log_artifact(sweeps["BTC-USD"], str(table), "evaluation")
+    return uri, client, exp_id, sweeps
+
+
+def test_settings_precedence(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("EXPERIMENT_NAME", raising=False)
+    assert compare.settings() == ("sqlite:///mlruns/mlflow.db", "dqn_btc")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////x/mlflow.db")
+    monkeypatch.setenv("EXPERIMENT_NAME", "from_env")
+    assert compare.settings() == ("sqlite:////x/mlflow.db", "from_env")
+    assert compare.settings("http://host:5000", "given") == ("http://host:5000", "given")
+
+
+def test_open_client_refuses_a_missing_sqlite_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no MLflow store"):
+        compare.open_client(f"sqlite:///{tmp_path / 'absent.db'}")
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_unknown_experiment_lists_the_known_ones(store):
+    _, client, _, _ = store
+    with pytest.raises(LookupError, match=r"known: \[.*'exp'"):
+        compare.experiment_id(client, "nope")
+
+
+def test_parents_children_and_latest_pick(store):
+    uri, client, exp_id, sweeps = store
+    assert compare.experiment_id(compare.open_client(uri), "exp") == exp_id
+    parents = compare.parent_runs(client, exp_id)
+    assert [r.info.run_id for r in parents] == [sweeps["ETH-USD"], sweeps["BTC-USD"]]  # newest first
+    assert compare.pick_parent(parents).info.run_id == sweeps["ETH-USD"]
+    assert compare.pick_parent(parents, sweeps["BTC-USD"]).info.run_id == sweeps["BTC-USD"]
+    with pytest.raises(LookupError):
+        compare.pick_parent(parents, "missing")
+    with pytest.raises(LookupError):
+        compare.pick_parent([])
+    children = compare.child_runs(client, exp_id, sweeps["BTC-USD"])
+    assert [compare.trial_label(r) for r in children] == ["BTC-USD_trial_0", "BTC-USD_trial_1"]
+
+
+def test_runs_table_has_numeric_params_and_last_values(store):
+    _, client, exp_id, sweeps = store
+    children = compare.child_runs(client, exp_id, sweeps["BTC-USD"])
+    table = compare.runs_table(children, params=("training.lr", "training.dueling", "absent"))
+    assert list(table["training.lr"]) == [1e-4, 2e-4]
+    assert list(table["training.dueling"]) == ["True", "True"]
+    assert table["absent"].isna().all()
+    assert list(table[compare.EVAL_RETURN]) == [-3.0, -6.0]  # the latest value
+    assert set(table["symbol"]) == {"BTC-USD"} and set(table["status"]) == {"FINISHED"}
+    parents = compare.runs_table(compare.parent_runs(client, exp_id), params=(), metrics=())
+    assert list(parents["eval/sharpe"]) == [1.5, 0.5]
+    assert "training.lr" not in parents.columns
+    assert compare.runs_table([]).empty
+
+
+def test_metric_histories_are_per_iteration(store):
+    _, client, exp_id, sweeps = store
+    history = compare.metric_histories(client, compare.child_runs(client, exp_id, sweeps["BTC-USD"]))
+    assert len(history) == 2 * 2 * 3
+    curve = history[(history.run_name == "BTC-USD_trial_1") & (history.metric == compare.TRAIN_RETURN)]
+    assert list(curve.step) == [1, 2, 3] and list(curve.value) == [2.0, 4.0, 6.0]
+
+
+def test_by_symbol_groups_trials_of_several_coins(store):
+    _, client, exp_id, sweeps = store
+    trials = compare.runs_table([r for pid in sweeps.values() for r in compare.child_runs(client, exp_id, pid)])
+    summary = compare.by_symbol(trials, [compare.EVAL_RETURN, "not-a-column"])
+    assert list(summary.index) == ["BTC-USD", "ETH-USD"]
+    assert summary.loc["BTC-USD", (compare.EVAL_RETURN, "max")] == -3.0
+    assert summary.loc["ETH-USD", (compare.EVAL_RETURN, "count")] == 2
+    assert list(summary.columns.get_level_values(0).unique()) == [compare.EVAL_RETURN]
+
+
+def test_evaluation_table(store):
+    _, client, _, sweeps = store
+    table = compare.evaluation_table(client, sweeps["BTC-USD"])
+    assert list(table.index) == ["agent", "buy_and_hold"] and table.loc["agent", "total_return"] == 0.1
+    assert compare.evaluation_table(client, sweeps["ETH-USD"]) is None
+
+
+def test_plots_draw_one_line_or_bar_per_trial(store):
+    import matplotlib.pyplot as plt
+
+    _, client, exp_id, sweeps = store
+    children = [r for pid in sweeps.values() for r in compare.child_runs(client, exp_id, pid)]
+    fig = compare.plot_learning_curves(compare.metric_histories(client, children))
+    assert [len(ax.lines) for ax in fig.axes] == [4, 4]
+    assert any(text.get_text().startswith("ETH-USD: ") for text in fig.axes[0].get_legend().get_texts())
+    plt.close(fig)
+    fig = compare.plot_final_metric(compare.runs_table(children))
+    assert len(fig.axes[0].patches) == 4
+    plt.close(fig)
+    empty = compare.metric_histories(client, [])
+    fig = compare.plot_learning_curves(empty)
+    assert "not logged" in [t.get_text() for t in fig.axes[0].texts]
+    plt.close(fig)
