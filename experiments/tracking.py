@@ -125,11 +125,14 @@ class MlflowTrialCallback(Callback):
             if run_id:  # resumed or retried trial: keep writing into its run
                 self.client.update_run(run_id, status="RUNNING")
             else:
+                params = self.trial_params(trial)
                 tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "ray.trial_id": trial.trial_id,
                         "trial_name": str(trial)}
+                if "environment.env_config.symbol" in params:  # a sweep over coins: tag each trial's coin
+                    tags["symbol"] = str(params["environment.env_config.symbol"])
                 run = self.client.create_run(self.experiment_id, run_name=str(trial), tags=tags)
                 run_id = run.info.run_id
-                log_params(self.client, run_id, self.trial_params(trial))
+                log_params(self.client, run_id, params)
             self.run_ids_by_trial[trial.trial_id] = run_id
         return self.run_ids_by_trial[trial.trial_id]
 

@@ -26,6 +26,7 @@ def test_coins_smoke_sweep_has_a_per_coin_table(tmp_path, capsys):
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     symbols = sorted(r.data.params["environment.env_config.symbol"] for r in children)
     assert symbols == ["BTC-USD", "ETH-USD"]
+    assert all(r.data.tags["symbol"] == r.data.params["environment.env_config.symbol"] for r in children)
     table = pd.read_csv(client.download_artifacts(parent.info.run_id, "evaluation/per_group.csv"), index_col=0)
     assert sorted(table.index) == symbols
     assert {"agent_sharpe", "buy_and_hold_sharpe", "agent_total_return", "buy_and_hold_total_return"} <= set(table)
