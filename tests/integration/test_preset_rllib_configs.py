@@ -73,3 +73,17 @@ def test_searched_env_key_is_drawn_once_for_training_and_evaluation():
         assert variant["evaluation_config"]["env_config"]["symbol"] == variant["env_config"]["symbol"]
         assert variant["evaluation_config"]["env_config"]["split"] == "validation"
     assert params.search_keys == {"env_config/symbol": "environment.env_config.symbol", "lr": "training.lr"}
+
+
+def test_gpu_preset_on_a_cluster_without_gpus_fails_before_any_trial(tmp_path, capsys):
+    import ray
+
+    from experiments.run import main
+
+    ray.shutdown()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = main([str(REPO / "conf/dqn_btc.yaml"), "--hardware", "p3_8xlarge", "--smoke-test", "--no-dashboard",
+                 "--output", str(tmp_path), "--set", f"tracking.tracking_uri={uri}"])
+    assert code == 2
+    assert "needs 1 GPU per trial, the Ray cluster has 0 GPUs" in capsys.readouterr().err
+    assert not list(tmp_path.glob("dqn_btc/tune/*"))  # no trial was started
