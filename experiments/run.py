@@ -145,7 +145,8 @@ def print_plan(console: Console, exp: ExperimentConfig, args: argparse.Namespace
 
 
 def main(argv: list[str] | None = None) -> int:
-    console = Console()
+    # Piped output (CI logs, `| tee`) would be cut at 80 columns: the tables need more.
+    console = Console(width=None if sys.stdout.isatty() else 150)
     try:
         args = parse_args(argv)
         exp = load(args)
