@@ -27,6 +27,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds per side for open-ended runs (solve); default 300, quick 60")
     parser.add_argument("--output", type=Path, default=common.RESULTS_DIR,
                         help="folder for <name>.json (default benchmarks/results)")
+    parser.add_argument("--no-variants", dest="variants", action="store_false",
+                        help="skip the opt-in platform variants (algos.fast_dqn.FastDQN rows of train and solve)")
     parser.add_argument("--json", action="store_true", help="print the full JSON document after each table")
     args = parser.parse_args(argv)
     names = list(BENCHMARKS) if "all" in args.names else args.names
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(raw_argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     console = Console(width=None if sys.stdout.isatty() else 120)
-    budget = Budget(steps=args.steps, quick=args.quick, seed=args.seed, time_limit_s=args.time_limit_s)
+    budget = Budget(steps=args.steps, quick=args.quick, seed=args.seed, time_limit_s=args.time_limit_s,
+                    variants=args.variants)
     skipped, failed = [], []
     for name in args.names:
         console.rule(f"benchmark: {name}")

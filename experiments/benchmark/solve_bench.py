@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from experiments.benchmark.common import REPO, Budget, Figure, Report, require
-from experiments.benchmark.train_bench import init_ray, lifetime, silence_rllib
+from experiments.benchmark.train_bench import build_fast, init_ray, lifetime, silence_rllib
 
 CONF = REPO / "conf" / "dqn_cartpole.yaml"
 THRESHOLD = 475.0
@@ -122,6 +122,7 @@ def run(budget: Budget) -> Report:
     ray_s = init_ray()
     silence_rllib()
     ours = solve_platform(steps, time_limit, budget.seed)
+    fast = solve_platform(steps, time_limit, budget.seed, build=build_fast) if budget.variants else None
     theirs = solve_sb3(steps, time_limit, budget.seed, ours["eval_every_env_steps"], ours["eval_episodes"])
     figure = Figure(f"wall time to greedy eval return >= {THRESHOLD:.0f}", "s", ours["solved_s"],
                     theirs["solved_s"], higher_is_better=False, target="<= 1.0x peer")
@@ -130,9 +131,17 @@ def run(budget: Budget) -> Report:
     figure.note = (f"not solved within {steps} steps / {time_limit:.0f} s: {', '.join(unsolved)} "
                    f"(best eval return platform {ours['best_eval_return']}, SB3 {theirs['best_eval_return']})"
                    if unsolved else "")
+    figures = [figure]
+    if fast is not None:
+        fast_figure = Figure("same, with opt-in algos.fast_dqn.FastDQN", "s", fast["solved_s"], theirs["solved_s"],
+                             higher_is_better=False, target="<= 1.0x peer")
+        fast_figure.met = fast_figure.ratio is not None and fast_figure.ratio <= 1.0
+        fast_figure.note = ("" if fast["solved_s"] is not None else
+                            f"not solved within the budget (best eval return {fast['best_eval_return']})")
+        figures.append(fast_figure)
     steps_figure = Figure("env steps to solve", "env steps", ours["solved_env_steps"], theirs["solved_env_steps"],
                           higher_is_better=False)
     details = {"threshold": THRESHOLD, "step_cap": steps, "time_limit_s": time_limit, "ray_init_s": ray_s,
-               "platform": ours, "peer": theirs, "torch_threads": torch.get_num_threads()}
+               "platform": ours, "platform_fast_dqn": fast, "peer": theirs, "torch_threads": torch.get_num_threads()}
     return Report("solve", __doc__.splitlines()[0], "RLlib DQN via conf/dqn_cartpole.yaml (cpu preset)",
-                  "SB3 DQN + RL Zoo CartPole-v1 hyperparameters", [figure, steps_figure], details)
+                  "SB3 DQN + RL Zoo CartPole-v1 hyperparameters", [*figures, steps_figure], details)

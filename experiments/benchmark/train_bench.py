@@ -86,7 +86,7 @@ def train_platform(exp, plan, steps: int, seed: int, build=None) -> dict[str, An
         result = algo.train()
         iterations += 1
         sampled = lifetime(result, "env_runners", "num_env_steps_sampled_lifetime")
-        trained = lifetime(result, "learners", "__all_modules__", "num_env_steps_trained_lifetime")
+        trained = lifetime(result, "learners", "__all_modules__", "num_module_steps_trained_lifetime")
     train_s = time.perf_counter() - start
     algo.stop()
     learning_starts = exp.training.num_steps_sampled_before_learning_starts
@@ -113,6 +113,13 @@ def sb3_settings(exp, plan) -> dict[str, Any]:
         "policy_kwargs": {"net_arch": list(exp.rl_module.fcnet_hiddens)},
         "replay_ratio": batch * freq.denominator / freq.numerator,
     }
+
+
+def build_fast(config):
+    """The opt-in fast path: the same DQNConfig built as algos.fast_dqn.FastDQN."""
+    from algos.fast_dqn import to_fast
+
+    return to_fast(config).build_algo()
 
 
 def train_sb3(env_id: str, env_kwargs: dict[str, Any], settings: dict[str, Any], steps: int, seed: int,
@@ -149,6 +156,7 @@ def run(budget: Budget) -> Report:
     ray_s = init_ray()
     silence_rllib()
     ours = train_platform(exp, plan, steps, budget.seed)
+    fast = train_platform(exp, plan, steps, budget.seed, build=build_fast) if budget.variants else None
     env_kwargs = {"config": exp.environment.env_config} if exp.environment.env.startswith("trading/") else \
         dict(exp.environment.env_config)
     theirs = train_sb3(exp.environment.env, env_kwargs, settings, steps, budget.seed, exp.training.epsilon[-1][0])
@@ -159,6 +167,14 @@ def run(budget: Budget) -> Report:
                    f"{theirs['achieved_replay_ratio']:.2f} samples per env step; batch {settings['batch_size']}; "
                    f"net {settings['policy_kwargs']['net_arch']}")
     wall = Figure("wall time for the budget", "s", ours["train_s"], theirs["train_s"], higher_is_better=False)
+    figures = [figure, wall]
+    if fast is not None:
+        fast_figure = Figure("same, with opt-in algos.fast_dqn.FastDQN", "env steps/s", fast["steps_per_s"],
+                             theirs["steps_per_s"], target=f">= {TARGET:.1f}x peer")
+        fast_figure.met = fast_figure.ratio is not None and fast_figure.ratio >= TARGET
+        fast_figure.note = (f"replay ratio {fast['achieved_replay_ratio']:.2f}; uniform replay (FastDQN has no "
+                            "prioritized replay), otherwise the same config")
+        figures.insert(1, fast_figure)
     details = {
         "steps": steps, "conf": str(CONF.relative_to(REPO)), "overrides": overrides,
         "hardware_plan": plan.as_params() if hasattr(plan, "as_params") else str(plan),
@@ -170,7 +186,7 @@ def run(budget: Budget) -> Report:
                                "rollout_fragment_length": exp.env_runners.rollout_fragment_length,
                                "training_intensity": exp.training.training_intensity},
         "sb3_settings": settings,
-        "platform": ours, "peer": theirs, "ray_init_s": ray_s, "torch_threads": torch.get_num_threads(),
+        "platform": ours, "platform_fast_dqn": fast, "peer": theirs, "ray_init_s": ray_s, "torch_threads": torch.get_num_threads(),
     }
     return Report("train", __doc__.splitlines()[0], "RLlib DQN via algos.dqn (cpu preset, conf/dqn_btc.yaml)",
-                  "Stable-Baselines3 DQN", [figure, wall], details)
+                  "Stable-Baselines3 DQN", figures, details)
