@@ -16,7 +16,10 @@ from envs.errors import InputError
 # The widest verdict history a feature can look back on (the loaders store this many runs).
 HISTORY_CAPACITY = 64
 MODES = ("pointwise", "pairwise")
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")
+FEATURE_SETS = ("basic", "extended")
+REWARDS = ("verdict", "optimal_rank")
+TERMINAL_SCORES = ("apfd", "nrpa")
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,18 @@ class PrioritizationConfig:
     # (10 for RETECS / synthetic, 4 for the enriched Apache data sets).
     history_window: int | None = None
     # Which cycles the environment samples episodes from; evaluation always uses "test".
+    # "validation" (for model selection) needs validation_fraction > 0.
     split: str = "train"
-    # The earliest cycles (in time order) form the training split, the rest the test split.
+    # The earliest cycles (in time order) precede the test split, the rest form the test split.
     train_fraction: float = 0.7
+    # The last part of those pre-test cycles (a fraction of all cycles) is held out of
+    # training as the validation split: train = [0, train_fraction - validation_fraction),
+    # validation = [train_fraction - validation_fraction, train_fraction), test = the rest.
+    validation_fraction: float = 0.0
+    # "basic" (verdict window, failure rate, duration, recency, runs, static metrics) or
+    # "extended" (adds recency-weighted failure rates, failure streaks, flip rate, and
+    # cycle context; see `envs.agents.testprio.features`).
+    features: str = "basic"
     # Keep only the first N cycles (in time order), e.g. to make a big data set small.
     max_cycles: int | None = None
     seed: int = 0
@@ -42,6 +54,17 @@ class PrioritizationConfig:
     cycles_per_episode: int = 1
     # Pointwise: number of priority buckets (the size of the discrete action space).
     priority_buckets: int = 10
+    # Pointwise reward target: "verdict" (1 = fails, optionally blended with shortness by
+    # duration_weight) or "optimal_rank" (the test's normalized rank value in the optimal
+    # order of its cycle, the quantity NRPA scores).
+    reward: str = "verdict"
+    # Pointwise, reward "verdict": target = (1 - w) * failed + w * shortness (1 = the
+    # shortest test of its cycle, 0 = the longest, by actual duration).
+    duration_weight: float = 0.0
+    # Pointwise: None = a reward per step; "apfd" / "nrpa" = 0 per step and, at the last
+    # step of each cycle, that cycle's score of the order the chosen buckets give (for
+    # model selection on the validation split; "apfd" samples only cycles with failures).
+    terminal_score: str | None = None
     # Pairwise: comparisons per cycle in an episode.
     pairs_per_cycle: int = 32
     # Pairwise: share of comparisons drawn as (failing, passing) pairs when a cycle has both.
@@ -77,6 +100,18 @@ def _check(config: PrioritizationConfig) -> None:
     _choice("split", config.split, SPLITS)
     _choice("mode", config.mode, MODES)
     _float_in("train_fraction", config.train_fraction, 0.0, 1.0, low_open=True, high_open=True)
+    _float_in("validation_fraction", config.validation_fraction, 0.0, config.train_fraction,
+              low_open=False, high_open=True)
+    if config.split == "validation" and config.validation_fraction <= 0:
+        raise InputError(
+            "env_config.split: 'validation' needs a validation split; set validation_fraction "
+            "(e.g. 0.15: the last 15% of the cycles before the test split)"
+        )
+    _choice("features", config.features, FEATURE_SETS)
+    _choice("reward", config.reward, REWARDS)
+    _float_in("duration_weight", config.duration_weight, 0.0, 1.0, low_open=False, high_open=False)
+    if config.terminal_score is not None:
+        _choice("terminal_score", config.terminal_score, TERMINAL_SCORES)
     if config.max_cycles is not None:
         _int_in("max_cycles", config.max_cycles, 2, None)
     _int_in("seed", config.seed, 0, None)

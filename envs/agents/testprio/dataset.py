@@ -7,7 +7,7 @@ again, so the prepared data is cached per process, keyed by the file's identity
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +21,18 @@ from envs.errors import InputError
 
 @dataclass(frozen=True)
 class PreparedData:
-    """A history, its features and its time split into training and test cycles."""
+    """A history, its features and its time split into training, validation and test cycles."""
 
     history: CIHistory
     features: FeatureSet
     window: int
     train_cycles: np.ndarray  # cycle positions, in time order
     test_cycles: np.ndarray
+    # Between train and test (empty unless env_config.validation_fraction > 0).
+    validation_cycles: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def cycles(self, split: str) -> np.ndarray:
-        return self.train_cycles if split == "train" else self.test_cycles
+        return {"train": self.train_cycles, "validation": self.validation_cycles}.get(split, self.test_cycles)
 
 
 def prepare(config: PrioritizationConfig) -> PreparedData:
@@ -46,7 +48,8 @@ def prepare(config: PrioritizationConfig) -> PreparedData:
             )
         stat = path.stat()
         identity = (str(path), stat.st_size, stat.st_mtime_ns)
-    return _prepare(identity, config.history_window, config.train_fraction, config.max_cycles)
+    return _prepare(identity, config.history_window, config.train_fraction, config.max_cycles,
+                    config.validation_fraction, config.features)
 
 
 def time_split(n_cycles: int, train_fraction: float) -> tuple[np.ndarray, np.ndarray]:
@@ -61,23 +64,42 @@ def time_split(n_cycles: int, train_fraction: float) -> tuple[np.ndarray, np.nda
     return np.arange(n_train), np.arange(n_train, n_cycles)
 
 
+def validation_split(
+    pre_test: np.ndarray, n_cycles: int, validation_fraction: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The last `validation_fraction` × n_cycles of the pre-test cycles become the validation split."""
+    n_validation = int(round(n_cycles * validation_fraction))
+    if validation_fraction > 0 and (n_validation < 1 or n_validation >= pre_test.size):
+        raise InputError(
+            f"env_config.validation_fraction: {validation_fraction} of {n_cycles} cycles leaves an empty "
+            f"training or validation split; use more cycles or a fraction that keeps both non-empty"
+        )
+    cut = pre_test.size - n_validation
+    return pre_test[:cut], pre_test[cut:]
+
+
 @functools.lru_cache(maxsize=8)
 def _prepare(
     identity: tuple[str, int, int] | None,
     history_window: int | None,
     train_fraction: float,
     max_cycles: int | None,
+    validation_fraction: float = 0.0,
+    feature_set: str = "basic",
 ) -> PreparedData:
     history = generate_history() if identity is None else load_history(identity[0])
     if max_cycles is not None:
         history = history.head(max_cycles)
-    train, test = time_split(history.n_cycles, train_fraction)
+    pre_test, test = time_split(history.n_cycles, train_fraction)
+    train, validation = validation_split(pre_test, history.n_cycles, validation_fraction)
     window = history_window or history.default_history_window
-    features = build_features(history, window, len(train))
+    # Scale statistics come from the training cycles only (not validation, not test).
+    features = build_features(history, window, len(train), extended=feature_set == "extended")
     for array in [*vars(history).values(), features.duration_estimates]:
         if isinstance(array, np.ndarray):
             array.setflags(write=False)
     return PreparedData(
-        history=history, features=features, window=window, train_cycles=train, test_cycles=test
+        history=history, features=features, window=window, train_cycles=train, test_cycles=test,
+        validation_cycles=validation,
     )
 

@@ -12,7 +12,14 @@ the action is a priority bucket a in 0..k-1 (k = `priority_buckets`, higher runs
 Reward: 1 - (a / (k - 1) - y)^2 with y = 1 if the test fails in this cycle, else 0. This
 is a Brier score, so the bucket that maximizes the expected reward is the one closest to
 the test's failure probability given its features: sorting by bucket sorts by estimated
-risk, and a confident, correct bucket earns 1.
+risk, and a confident, correct bucket earns 1. Other targets y (env_config.reward):
+`duration_weight` w blends in shortness, y = (1 - w) failed + w (1 - duration percentile
+in the cycle); `optimal_rank` uses the test's rank value in its cycle's optimal order
+scaled to [0, 1] (1 = runs first), so the buckets estimate E[rank value] and sorting by
+them maximizes the expected NRPA (its weights decrease along the order). With
+`terminal_score` ("apfd" / "nrpa", for model selection) the steps earn 0 and the last
+step of each cycle earns that cycle's score of the order the buckets give (ties in the
+random presentation order), the same score the evaluator reports.
 
 Pairwise (`agents/TestPrioritizationPairwise-v0`): an episode makes `pairs_per_cycle`
 comparisons in each of `cycles_per_episode` cycles; a step shows the features of two
@@ -37,6 +44,7 @@ from gymnasium import spaces
 
 from envs.agents.testprio.config import PrioritizationConfig, parse_config
 from envs.agents.testprio.dataset import PreparedData, prepare
+from envs.agents.testprio import metrics
 from envs.agents.testprio.features import CLIP
 from envs.agents.testprio.ranking import pair_observations
 from envs.errors import InputError
@@ -61,10 +69,14 @@ class _PrioritizationEnv(gym.Env[np.ndarray, np.int64]):
         history = self.data.history
         cycles = self.data.cycles(self.config.split)
         self._cycles = cycles[history.cycle_sizes[cycles] >= 2]
+        if self.config.terminal_score == "apfd" and self.MODE == "pointwise":
+            failing = np.add.reduceat(history.verdicts.astype(np.int64), history.offsets[:-1])
+            self._cycles = self._cycles[failing[self._cycles] > 0]
         if self._cycles.size == 0:
             raise InputError(
                 f"{history.source}: the {self.config.split} split has no cycle with two or more tests to "
-                f"order; use more cycles (max_cycles) or a different train_fraction"
+                f"order{' and a failure (terminal_score: apfd)' if self.config.terminal_score else ''}; use "
+                f"more cycles (max_cycles) or a different train_fraction / validation_fraction"
             )
         self._features = self.data.features.matrix
         self._offsets = history.offsets
@@ -92,7 +104,10 @@ class PointwiseTestPrioritizationEnv(_PrioritizationEnv):
         self._buckets = self.config.priority_buckets
         self.observation_space = spaces.Box(-CLIP, CLIP, shape=(self.data.features.dim,), dtype=np.float32)
         self.action_space = spaces.Discrete(self._buckets)
+        self._targets = reward_targets(self.data, self.config.reward, self.config.duration_weight)
         self._rows = np.zeros(0, dtype=np.int64)
+        self._chosen = np.zeros(0, dtype=np.int64)
+        self._cycle_ends = np.zeros(0, dtype=np.int64)
         self._step = 0
 
     def reset(
@@ -104,6 +119,8 @@ class PointwiseTestPrioritizationEnv(_PrioritizationEnv):
             for c in self._sample_cycles()
         ]
         self._rows = np.concatenate(rows)
+        self._cycle_ends = np.cumsum([r.size for r in rows])
+        self._chosen = np.zeros(self._rows.size, dtype=np.int64)
         self._step = 0
         return self._features[self._rows[0]].copy(), {}
 
@@ -111,12 +128,51 @@ class PointwiseTestPrioritizationEnv(_PrioritizationEnv):
         bucket = int(action)
         if not 0 <= bucket < self._buckets:
             raise ValueError(f"action {action!r} is outside Discrete({self._buckets})")
-        failed = float(self._verdicts[self._rows[self._step]])
-        reward = 1.0 - (bucket / (self._buckets - 1) - failed) ** 2
+        if self.config.terminal_score is None:
+            target = float(self._targets[self._rows[self._step]])
+            reward = 1.0 - (bucket / (self._buckets - 1) - target) ** 2
+        else:
+            self._chosen[self._step] = bucket
+            reward = self._terminal_reward(self._step + 1)
         self._step += 1
         terminated = self._step == self._rows.size
         observed = self._rows[self._step - 1] if terminated else self._rows[self._step]
         return self._features[observed].copy(), reward, terminated, False, {}
+
+
+    def _terminal_reward(self, done: int) -> float:
+        """The cycle's score once its last test got a bucket, else 0."""
+        end = np.searchsorted(self._cycle_ends, done)
+        if self._cycle_ends[end] != done:
+            return 0.0
+        start = self._cycle_ends[end - 1] if end else 0
+        rows = self._rows[start:done]
+        order = rows[np.argsort(-self._chosen[start:done], kind="stable")]  # ties: presentation order
+        if self.config.terminal_score == "apfd":
+            return metrics.apfd(self._verdicts[order])
+        return metrics.nrpa(self._verdicts[order], self.data.history.durations[order])
+
+
+def reward_targets(data: PreparedData, reward: str, duration_weight: float) -> np.ndarray:
+    """The pointwise reward's target in [0, 1] per row (outcomes of the row's own cycle only)."""
+    history = data.history
+    verdicts = history.verdicts.astype(np.float64)
+    if reward == "verdict" and duration_weight == 0.0:
+        return verdicts
+    targets = np.zeros(verdicts.size)
+    for cycle in range(history.n_cycles):
+        span = history.rows(cycle)
+        n = span.stop - span.start
+        if n < 2:
+            targets[span] = verdicts[span] if reward == "verdict" else 1.0
+            continue
+        durations = history.durations[span]
+        if reward == "optimal_rank":
+            targets[span] = (metrics.optimal_rank_values(history.verdicts[span], durations) - 1) / (n - 1)
+        else:
+            longer = np.argsort(np.argsort(durations, kind="stable"), kind="stable") / (n - 1)
+            targets[span] = (1 - duration_weight) * verdicts[span] + duration_weight * (1 - longer)
+    return targets
 
 
 class PairwiseTestPrioritizationEnv(_PrioritizationEnv):

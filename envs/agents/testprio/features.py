@@ -15,6 +15,14 @@ Layout (in `FeatureSet.names` order), all within [-CLIP, CLIP]:
   log_runs              standardized log1p(number of earlier runs)
   <static metrics>      standardized sign(x)·log1p(|x|) of each metric (heavy tails tamed)
 A test with no duration estimate gets the training median, so unknown is "typical".
+
+The "extended" set (env_config.features) appends, from the same pre-cycle information:
+  failure_ema_0.5, failure_ema_0.8  recency-weighted failure rates over the stored history
+  log_failure_streak                standardized log1p(consecutive failures, most recent first)
+  log_runs_since_failure            standardized log1p(runs since the last failure; 64 if none)
+  flip_rate                         verdict changes / runs in the stored history (flakiness)
+  cycle_last_failed_share           share of the cycle's tests whose last run failed
+  log_cycle_size                    standardized log(number of tests in the cycle)
 """
 from __future__ import annotations
 
@@ -42,7 +50,7 @@ class FeatureSet:
         return self.matrix.shape[1]
 
 
-def build_features(history: CIHistory, window: int, train_cycles: int) -> FeatureSet:
+def build_features(history: CIHistory, window: int, train_cycles: int, extended: bool = False) -> FeatureSet:
     """Features for every row; scale statistics come from the first `train_cycles` cycles."""
     train_rows = slice(0, int(history.offsets[train_cycles]))
     verdict_window = history.history[:, :window].astype(np.float32)
@@ -64,14 +72,44 @@ def build_features(history: CIHistory, window: int, train_cycles: int) -> Featur
         ]
     )
     standardized = _standardize(scaled, train_rows)
-    matrix = np.column_stack([verdict_window, failure_rate, duration_share, standardized]).astype(np.float32)
-    matrix.setflags(write=False)
+    columns = [verdict_window, failure_rate, duration_share, standardized]
     names = (
         tuple(f"history_{k + 1}" for k in range(window))
         + ("failure_rate", "duration_share", "log_duration", "log_days_since_run", "log_runs")
         + history.static_feature_names
     )
+    if extended:
+        extra, extra_names = _extended(history, cycle_of_row, train_rows)
+        columns.append(extra)
+        names += extra_names
+    matrix = np.column_stack(columns).astype(np.float32)
+    matrix.setflags(write=False)
     return FeatureSet(matrix=matrix, names=names, duration_estimates=duration)
+
+
+def _extended(
+    history: CIHistory, cycle_of_row: np.ndarray, train_rows: slice
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """History and cycle-context features of the "extended" set (pre-cycle information only)."""
+    past = history.history.astype(np.float64)
+    ran, failed = past >= 0, past == 1
+    capacity = past.shape[1]
+    rates = []
+    for decay in (0.5, 0.8):
+        weights = decay ** np.arange(capacity)
+        rates.append((failed * weights).sum(1) / np.maximum((ran * weights).sum(1), 1e-12))
+    streak = np.where(failed.all(1), capacity, np.argmax(~failed, axis=1)).astype(np.float64)
+    since = np.where(failed.any(1), np.argmax(failed, axis=1), capacity).astype(np.float64)
+    flips = ((past[:, 1:] != past[:, :-1]) & ran[:, 1:]).sum(1) / np.maximum(ran.sum(1) - 1, 1)
+    sizes = history.cycle_sizes.astype(np.float64)
+    last_failed = np.bincount(cycle_of_row, failed[:, 0], minlength=history.n_cycles)
+    last_failed_share = last_failed / np.maximum(sizes, 1)
+    log_size = np.log(np.maximum(sizes, 1))[cycle_of_row]
+    scaled = _standardize(np.column_stack([np.log1p(streak), np.log1p(since), log_size]), train_rows)
+    matrix = np.column_stack([*rates, scaled[:, :2], flips, last_failed_share[cycle_of_row], scaled[:, 2]])
+    names = ("failure_ema_0.5", "failure_ema_0.8", "log_failure_streak", "log_runs_since_failure",
+             "flip_rate", "cycle_last_failed_share", "log_cycle_size")
+    return matrix, names
 
 
 def _standardize(values: np.ndarray, train_rows: slice) -> np.ndarray:
