@@ -7,6 +7,7 @@ checkpoint is packaged (with `experiments/policy_model.py` as the model's code).
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import mlflow
@@ -33,7 +34,9 @@ def register_policy(tracking_uri: str, run_id: str, checkpoint_dir: Path, model_
     mlflow.set_tracking_uri(tracking_uri)
     module_dir = Path(checkpoint_dir) / MODULE_SUBPATH
     actions = load_module_policy(module_dir)(example_observations)
-    with mlflow.start_run(run_id=run_id):
+    with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
+        # Our signature is explicit; MLflow's advice to derive one from type hints does not apply.
+        warnings.filterwarnings("ignore", message="Add type hints to the `predict` method")
         info = mlflow.pyfunc.log_model(
             name="policy",
             python_model=str(MODEL_CODE),
