@@ -22,9 +22,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="step budget per side (env steps; results for `tracking`); default per benchmark")
     parser.add_argument("--quick", action="store_true",
                         help="tiny budgets (seconds): checks that every benchmark runs, measures nothing useful")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per side for solve (default 3, --quick 1)")
     parser.add_argument("--time-limit", type=float, default=None, dest="time_limit_s",
-                        help="seconds per side for open-ended runs (solve); default 300, quick 60")
+                        help="seconds per run for open-ended runs (solve); default 120, quick 60")
     parser.add_argument("--output", type=Path, default=common.RESULTS_DIR,
                         help="folder for <name>.json (default benchmarks/results)")
     parser.add_argument("--no-variants", dest="variants", action="store_false",
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     console = Console(width=None if sys.stdout.isatty() else 120)
     budget = Budget(steps=args.steps, quick=args.quick, seed=args.seed, time_limit_s=args.time_limit_s,
-                    variants=args.variants)
+                    variants=args.variants, seeds=args.seeds)
     skipped, failed = [], []
     for name in args.names:
         console.rule(f"benchmark: {name}")

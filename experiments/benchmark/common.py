@@ -47,6 +47,7 @@ class Budget:
     quick: bool = False
     seed: int = 0
     time_limit_s: float | None = None  # per side (platform, peer), for open-ended runs like `solve`
+    seeds: int | None = None  # seeds per side for `solve` (default 3, quick 1)
     variants: bool = True  # also measure opt-in platform variants (algos.fast_dqn) where they exist
 
     def pick(self, full: int, quick: int) -> int:

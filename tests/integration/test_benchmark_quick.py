@@ -48,11 +48,12 @@ def test_train_quick(tmp_path, ray_session):
 
 @NEEDS_SB3
 def test_solve_quick(tmp_path, ray_session):
-    assert main(["solve", "--steps", "400", "--time-limit", "60", "--output", str(tmp_path)]) == 0
+    assert main(["solve", "--steps", "400", "--seeds", "1", "--time-limit", "60", "--output", str(tmp_path)]) == 0
     details = _document(tmp_path, "solve")["details"]
-    for side in ("platform", "peer"):
-        assert details[side]["env_steps"] >= 400 or details[side]["solved_s"] is not None
-        assert details[side]["history"], f"{side} recorded no evaluation"
+    for side in ("platform", "platform_fast_dqn", "peer"):
+        (run,) = details[side]
+        assert run["env_steps"] >= 400 or run["solved_s"] is not None
+        assert run["history"], f"{side} recorded no evaluation"
 
 
 def test_tracking_quick(tmp_path):
