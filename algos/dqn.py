@@ -63,6 +63,15 @@ def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 
+def trainable(exp: ExperimentConfig) -> Any:
+    """What Tune runs: RLlib's registered "DQN", or the FastDQN class."""
+    if exp.training.implementation == "fast":
+        from algos.fast_dqn import FastDQN
+
+        return FastDQN
+    return "DQN"
+
+
 def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
                      domains: dict[str, Any] | None = None, seed: Any = None) -> DQNConfig:
     """The full DQNConfig for one trial (or, with Tune domains inside, for a whole sweep)."""
@@ -79,10 +88,17 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
     training["train_batch_size_per_learner"] = _first(training["train_batch_size_per_learner"],
                                                       plan.train_batch_size_per_learner)
     optional = {k: training.pop(k) for k in ("training_intensity", "grad_clip")}
+    implementation = training.pop("implementation")
+    per_call = training.pop("env_steps_per_learner_call")
+    base = DQNConfig()
+    if implementation == "fast":
+        from algos.fast_dqn import FastDQNConfig
+
+        base = FastDQNConfig().fast(env_steps_per_learner_call=per_call)
 
     register_environment(env["env"])
     config = (
-        DQNConfig()
+        base
         .environment(env["env"], env_config=env["env_config"])
         .framework("torch")
         .env_runners(
@@ -107,7 +123,7 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
             evaluation_duration=evaluation["evaluation_duration"],
             evaluation_duration_unit=evaluation["evaluation_duration_unit"],
             evaluation_num_env_runners=0,
-            evaluation_config=DQNConfig.overrides(
+            evaluation_config=base.overrides(
                 env_config={**env["env_config"], **evaluation["env_config"]}, explore=False),
         )
     return config

@@ -29,7 +29,6 @@ from typing import Any
 
 from ray.rllib.algorithms.dqn import DQN, DQNConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.core.learner.learner import Learner  # noqa: F401  (documents the update path)
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import (
@@ -140,10 +139,3 @@ def _n_step(config: Any) -> int:
     n_step = config.n_step
     return int(n_step[1] if isinstance(n_step, (tuple, list)) else n_step)
 
-
-def to_fast(config: DQNConfig, env_steps_per_learner_call: int | None = None) -> FastDQNConfig:
-    """The same settings as a stock `DQNConfig`, built as FastDQN."""
-    fast = FastDQNConfig()
-    fast.update_from_dict(config.to_dict())
-    fast.algo_class = FastDQN
-    return fast.fast(env_steps_per_learner_call=env_steps_per_learner_call)

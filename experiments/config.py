@@ -50,6 +50,11 @@ class ReplayBufferSection(Section):
 
 
 class TrainingSection(Section):
+    # rllib: RLlib's DQN as shipped (prioritized or uniform episode replay). fast: algos.fast_dqn.FastDQN,
+    # the same RLModule and loss with a flat numpy replay (uniform only) and several minibatch updates
+    # per learner call: about 3x the env steps/s on CPU (docs/benchmarks.md).
+    implementation: Literal["rllib", "fast"] = "rllib"
+    env_steps_per_learner_call: int = Field(default=256, ge=1)  # fast only: env steps gathered per update call
     lr: float = Field(default=5e-4, gt=0)
     gamma: float = Field(default=0.99, gt=0, le=1)
     train_batch_size_per_learner: int | None = Field(default=None, ge=1)  # None: the preset decides
@@ -63,6 +68,13 @@ class TrainingSection(Section):
     training_intensity: float | None = Field(default=None, gt=0)
     num_steps_sampled_before_learning_starts: int = Field(default=1000, ge=0)
     grad_clip: float | None = Field(default=40.0, gt=0)
+
+    @model_validator(mode="after")
+    def _fast_replay_is_uniform(self) -> "TrainingSection":
+        if self.implementation == "fast" and self.replay_buffer.type == "prioritized":
+            raise ValueError("implementation fast samples uniformly: set replay_buffer.type: uniform, "
+                             "or implementation: rllib for prioritized replay")
+        return self
 
 
 class RLModuleSection(Section):

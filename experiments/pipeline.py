@@ -223,7 +223,7 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             state.save(args.output, exp.name)
         console.print(plan.describe())
         if previous:
-            tuner = restore_tuner(Path(previous.tune_dir), params)
+            tuner = restore_tuner(exp, Path(previous.tune_dir), params)
         else:
             tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
                                           _trial_params(exp, plan, params.search_keys), tags)

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
-from algos.dqn import build_dqn_config
+from algos.dqn import build_dqn_config, trainable
 from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
@@ -124,7 +124,7 @@ def run_config(exp: ExperimentConfig, tune_dir: Path, callbacks: list[Any]) -> R
 def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, tune_dir: Path,
                callbacks: list[Any]) -> Tuner:
     return Tuner(
-        "DQN",
+        trainable(exp),
         param_space=params.space,
         tune_config=TuneConfig(
             num_samples=exp.tune.num_samples,
@@ -157,9 +157,9 @@ def fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
     return results, interrupted or unfinished
 
 
-def restore_tuner(path: Path, params: ParamSpace) -> Tuner:
+def restore_tuner(exp: ExperimentConfig, path: Path, params: ParamSpace) -> Tuner:
     """Continue an interrupted sweep: finished trials are kept, unfinished and errored ones resume."""
-    return Tuner.restore(str(path), trainable="DQN", param_space=params.space,
+    return Tuner.restore(str(path), trainable=trainable(exp), param_space=params.space,
                          resume_unfinished=True, resume_errored=True)
 
 

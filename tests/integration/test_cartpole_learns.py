@@ -1,5 +1,6 @@
-"""conf/dqn_cartpole.yaml learns: the platform's own path (experiments.config -> hardware -> algos.dqn),
-and the opt-in algos.fast_dqn.FastDQN on the same config, whose checkpoint experiments.policy loads.
+"""conf/dqn_cartpole.yaml learns through the platform's own path (experiments.config -> hardware ->
+algos.dqn): with its `training.implementation: fast` (algos.fast_dqn.FastDQN, whose checkpoint
+experiments.policy loads) and with stock RLlib DQN on the same settings.
 
 Thresholds are modest returns reached well before "solved"; no wall-clock time is asserted.
 """
@@ -29,12 +30,12 @@ def ray_session():
     ray.shutdown()
 
 
-def _config():
+def _config(*overrides: str):
     from algos.dqn import build_dqn_config
     from experiments.config import load_experiment
     from experiments.hardware import load_preset, resolve_plan
 
-    exp = load_experiment(REPO / "conf" / "dqn_cartpole.yaml")
+    exp = load_experiment(REPO / "conf" / "dqn_cartpole.yaml", list(overrides))
     return build_dqn_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=0)
 
 
@@ -48,8 +49,8 @@ def _train_until(algo, threshold: float) -> list[float]:
     return returns
 
 
-def test_platform_dqn_learns_cartpole(ray_session):
-    algo = _config().build_algo()
+def test_stock_rllib_dqn_learns_cartpole(ray_session):
+    algo = _config("training.implementation=rllib").build_algo()
     try:
         returns = _train_until(algo, THRESHOLD)
     finally:
@@ -58,10 +59,10 @@ def test_platform_dqn_learns_cartpole(ray_session):
 
 
 def test_fast_dqn_learns_cartpole_and_its_checkpoint_loads(ray_session, tmp_path):
-    from algos.fast_dqn import FastDQN, to_fast
+    from algos.fast_dqn import FastDQN
     from experiments.policy import load_greedy_policy
 
-    algo = to_fast(_config()).build_algo()
+    algo = _config().build_algo()  # the conf says training.implementation: fast
     assert isinstance(algo, FastDQN)
     try:
         returns = _train_until(algo, THRESHOLD)
