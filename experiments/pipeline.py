@@ -168,7 +168,12 @@ def _score(exp: ExperimentConfig, results: Any, params: Any, client: MlflowClien
         client.log_artifact(state.parent_run_id, str(path), "evaluation")
         from experiments.evaluate import print_frame
 
-        print_frame(console, summary, title=f"Per {exp.tune.group_by.split('.')[-1]}: best trial, held-out period")
+        # The CSV keeps every column; the terminal shows the first four metrics of each side.
+        reports_metrics = list(next(iter(reports.values())).table.columns[:4])
+        baseline = next(iter(reports.values())).table.index[1]
+        shown = [f"{side}_{m}" for side in ("agent", baseline) for m in reports_metrics]
+        print_frame(console, summary[shown], title=f"Per {exp.tune.group_by.split('.')[-1]}: best trial, "
+                                                   "held-out period")
 
 
 def _example_observations(env_id: str, env_config: dict[str, Any]):
