@@ -257,10 +257,3 @@ def ensure_local_data(symbols: Iterable[str], timeframe: str, data_dir: str | Pa
             status.missing.append(symbol)
     return status
 
-
-def missing_data_message(missing: list[str], timeframe: str, data_dir: str | Path = DEFAULT_DATA_DIR) -> str:
-    """One line for the pipeline when symbols have no local data and fetching is off."""
-    return (f"no local {timeframe} data in {data_dir} for {', '.join(missing)}: fetch it with "
-            f"python -m experiments.data fetch {' '.join(missing)} --timeframe {timeframe} (needs network), "
-            "import CSV exports with python -m experiments.data import, "
-            "or set environment.env_config.source: synthetic")

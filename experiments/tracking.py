@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
@@ -174,6 +174,3 @@ def close_open_children(client: MlflowClient, experiment_id: str, parent_run_id:
         if run.info.status == "RUNNING":
             client.set_terminated(run.info.run_id, status=status)
 
-
-def run_tags(values: Mapping[str, Any]) -> list[RunTag]:
-    return [RunTag(sanitize_key(k), str(v)) for k, v in values.items()]
