@@ -124,18 +124,6 @@ def load_market(cfg: TradingConfig) -> Market:
     )
 
 
-def _step_arrays(market: Market) -> tuple[list[float], list[float], np.ndarray, int]:
-    """What step() reads, built once per market and shared by every env on it: opens and closes
-    as Python floats (numpy scalar arithmetic is several times slower; the values are identical,
-    so rewards and equity are bit-for-bit the same) and the features as one flat float32 array."""
-    cached = market.__dict__.get("_step_arrays")
-    if cached is None:
-        features = np.ascontiguousarray(market.features, dtype=np.float32)
-        cached = (market.opens.tolist(), market.closes.tolist(), features.reshape(-1), features.shape[1])
-        object.__setattr__(market, "_step_arrays", cached)  # a cache, not state: Market stays frozen
-    return cached
-
-
 class SpotTradingEnv(gym.Env):
     metadata = {"render_modes": []}
 
@@ -154,6 +142,12 @@ class SpotTradingEnv(gym.Env):
         self.fee_rate = self.cfg.fee_bps / 1e4
         self.slippage_rate = self.cfg.slippage_bps / 1e4
         self.feature_names = FEATURE_NAMES
+        # What step() reads: prices as Python floats (numpy scalar arithmetic is several times slower;
+        # the values are identical) and the features as one flat array, whose window is a contiguous run.
+        self._opens = self.market.opens.tolist()
+        self._closes = self.market.closes.tolist()
+        self._row_size = n_features
+        self._flat_features = np.ascontiguousarray(self.market.features, dtype=np.float32).reshape(-1)
 
     def _episode_bounds(self) -> tuple[int, int]:
         """First decision row and last row reached; the last fill (row hi - 1) stays inside the split."""
@@ -167,11 +161,10 @@ class SpotTradingEnv(gym.Env):
     def _observation(self) -> np.ndarray:
         # The window's rows are one contiguous run of the C-ordered feature matrix: copy it and the
         # position one-hot into one new array (empty + two slice copies is faster than concatenate).
-        _, _, flat, row_size = _step_arrays(self.market)
-        end = (self._t + 1) * row_size
-        width = self.cfg.window * row_size
+        end = (self._t + 1) * self._row_size
+        width = self.cfg.window * self._row_size
         obs = np.empty(width + len(self._position_eye), dtype=np.float32)
-        obs[:width] = flat[end - width:end]
+        obs[:width] = self._flat_features[end - width:end]
         obs[width:] = self._position_eye[self._action_index]
         return obs
 
@@ -185,12 +178,11 @@ class SpotTradingEnv(gym.Env):
 
     def step(self, action: int):
         action = int(action)
-        _, closes, _, _ = arrays = _step_arrays(self.market)
         next_row = self._t + 1
         ledger = self.ledger
         if action != self._action_index:  # the target changes (else Ledger.rebalance does nothing)
-            ledger.rebalance(float(self.targets[action]), arrays[0][next_row])
-        equity = ledger.equity(closes[next_row])
+            ledger.rebalance(float(self.targets[action]), self._opens[next_row])
+        equity = ledger.equity(self._closes[next_row])
         reward = math.log(equity / self._equity) * self.cfg.reward_scale
         self._equity = equity
         self._action_index = action
