@@ -8,6 +8,7 @@ runners, batch size) come from the hardware plan unless the experiment sets them
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -21,35 +22,16 @@ from experiments.hardware import ResourcePlan
 REPLAY_BUFFERS = {"prioritized": "PrioritizedEpisodeReplayBuffer", "uniform": "EpisodeReplayBuffer"}
 
 
-def _make_platform_env(env_id: str):
-    def create(env_context: dict[str, Any]) -> gym.Env:
-        import envs  # noqa: F401  (registers the ids inside env-runner processes)
+def _create_env(env_id: str, env_context: dict[str, Any]) -> gym.Env:
+    import envs  # registers the ids inside env-runner processes
 
-        return gym.make(env_id, config=dict(env_context))
-
-    return create
-
-
-def _make_gym_env(env_id: str):
-    def create(env_context: dict[str, Any]) -> gym.Env:
-        return gym.make(env_id, **dict(env_context))
-
-    return create
+    return envs.make_env(env_id, dict(env_context))
 
 
 def register_environment(env_id: str) -> None:
-    """Make `env_id` known to RLlib: platform envs take one `config` dict, other Gymnasium ids kwargs."""
-    if env_id in envs.ENVIRONMENTS:
-        register_env(env_id, _make_platform_env(env_id))
-    elif env_id in gym.registry:
-        register_env(env_id, _make_gym_env(env_id))
-    else:
-        from envs.errors import InputError
-        import difflib
-
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
-        hint = f": did you mean {close[0]!r}?" if close else ": see gymnasium.registry or envs.ENVIRONMENTS"
-        raise InputError(f"environment.env {env_id!r} is not a registered environment{hint}")
+    """Make `env_id` known to RLlib, built by `envs.make_env` in every env runner."""
+    envs.require_registered(env_id)
+    register_env(env_id, partial(_create_env, env_id))
 
 
 def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:

@@ -6,11 +6,13 @@ its held-out split (see `envs.report.EvaluationReport`).
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import Any, Callable
 
 import gymnasium as gym
 
+from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
 
 # id -> (env entry point, evaluator entry point "module:function(policy, env_config) -> EvaluationReport")
@@ -36,10 +38,26 @@ def _load(entry_point: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
+def require_registered(env_id: str) -> None:
+    """An InputError with the closest registered id when `env_id` is unknown to Gymnasium."""
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
+        hint = f": did you mean {close[0]!r}?" if close else ": see envs.ENVIRONMENTS or gymnasium.registry"
+        raise InputError(f"environment.env {env_id!r} is not a registered environment{hint}")
+
+
+def make_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
+    """The one way to build an env from an experiment's (env, env_config): platform envs take the
+    config as one dict, any other Gymnasium id (e.g. CartPole-v1) as keyword arguments."""
+    require_registered(env_id)
+    config = dict(env_config or {})
+    return gym.make(env_id, config=config) if env_id in ENVIRONMENTS else gym.make(env_id, **config)
+
+
 def evaluator_for(env_id: str) -> Callable[[Policy, dict[str, Any]], EvaluationReport] | None:
     """The out-of-sample scorer of a platform env id, or None for plain Gymnasium ids."""
     entry = ENVIRONMENTS.get(env_id)
     return _load(entry[1]) if entry else None
 
 
-__all__ = ["ENVIRONMENTS", "EvaluationReport", "Policy", "evaluator_for"]
+__all__ = ["ENVIRONMENTS", "EvaluationReport", "Policy", "evaluator_for", "make_env", "require_registered"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import matplotlib
 import numpy as np
 import pandas as pd
@@ -26,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless back
 
 
 def _episode_returns(env_id: str, env_config: dict[str, Any], choose, episodes: int, seed: int) -> list[float]:
-    env = gym.make(env_id, **env_config)
+    env = envs.make_env(env_id, env_config)
     returns = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
@@ -42,7 +41,7 @@ def _episode_returns(env_id: str, env_config: dict[str, Any], choose, episodes: 
 def evaluate_gym_policy(policy: Policy, env_id: str, env_config: dict[str, Any],
                         episodes: int = 10, seed: int = 10_000) -> EvaluationReport:
     """Greedy return over fresh seeds vs a random policy, for plain Gymnasium envs."""
-    space = gym.make(env_id, **env_config).action_space
+    space = envs.make_env(env_id, env_config).action_space
     rng = np.random.default_rng(seed)
     rows = {
         "agent": _episode_returns(env_id, env_config, lambda o: int(policy(np.asarray(o)[None])[0]), episodes, seed),

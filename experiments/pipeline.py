@@ -119,21 +119,23 @@ def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str
     return parent.info.run_id, out_dir
 
 
-def _group_summary(reports: dict[str, EvaluationReport]) -> pd.DataFrame:
-    """One row per group (e.g. coin): the agent's metrics next to the first baseline's."""
+def _group_summary(reports: dict[str, EvaluationReport]) -> tuple[pd.DataFrame, list[str]]:
+    """One row per group (e.g. coin): the agent's metrics next to the first baseline's; and the
+    columns worth printing (the first four metrics of each side; the CSV keeps them all)."""
     rows = {}
     for group, report in reports.items():
         table = report.table
         baseline = table.index[1]
         rows[group] = {**{f"agent_{k}": v for k, v in table.loc["agent"].items()},
                        **{f"{baseline}_{k}": v for k, v in table.loc[baseline].items()}}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    shown = [f"{side}_{metric}" for side in ("agent", baseline) for metric in table.columns[:4]]
+    return pd.DataFrame.from_dict(rows, orient="index"), shown
 
 
 def _score(exp: ExperimentConfig, results: Any, params: Any, client: MlflowClient, state: SweepState,
            out_dir: Path, console: Console) -> None:
     """Evaluate the best checkpoint of each group out of sample, log tables, plots and the registry entry."""
-    from experiments.evaluate import evaluate_checkpoint, log_report, print_report
+    from experiments.evaluate import evaluate_checkpoint, log_report, print_frame, print_report
     from experiments.policy import load_greedy_policy
     from experiments.registry import register_policy
     from experiments.sweep import best_in, group_results
@@ -145,8 +147,7 @@ def _score(exp: ExperimentConfig, results: Any, params: Any, client: MlflowClien
         trial_id = best.metrics.get("trial_id", "")
         console.print(f"best trial{'' if group == 'all' else f' for {group}'}: {Path(best.path).name} "
                       f"({exp.tune.metric} = {best.metrics_dataframe[exp.tune.metric].max():.4g} at best)")
-        env_config = dict(best.config.get("env_config") or exp.environment.env_config)
-        env_config.pop("split", None)
+        env_config = dict(best.config.get("env_config") or exp.environment.env_config)  # searched values in
         report = evaluate_checkpoint(load_greedy_policy(checkpoint), exp.environment.env, env_config)
         print_report(console, report)
         best_run = run_of_trial(client, state.experiment_id, state.parent_run_id, trial_id)
@@ -162,28 +163,21 @@ def _score(exp: ExperimentConfig, results: Any, params: Any, client: MlflowClien
         console.print(f"registered {uri}  (mlflow.pyfunc.load_model('{uri}').predict(observations))")
         reports[group] = report
     if len(reports) > 1:
-        summary = _group_summary(reports)
+        summary, shown = _group_summary(reports)
         path = out_dir / "per_group.csv"
         summary.to_csv(path)
         client.log_artifact(state.parent_run_id, str(path), "evaluation")
-        from experiments.evaluate import print_frame
-
-        # The CSV keeps every column; the terminal shows the first four metrics of each side.
-        reports_metrics = list(next(iter(reports.values())).table.columns[:4])
-        baseline = next(iter(reports.values())).table.index[1]
-        shown = [f"{side}_{m}" for side in ("agent", baseline) for m in reports_metrics]
-        print_frame(console, summary[shown], title=f"Per {exp.tune.group_by.split('.')[-1]}: best trial, "
-                                                   "held-out period")
+        print_frame(console, summary[shown],
+                    title=f"Per {exp.tune.group_by.split('.')[-1]}: best trial, held-out period")
 
 
 def _example_observations(env_id: str, env_config: dict[str, Any]):
     """A few real observations, to give the registered model an input signature and example."""
-    import gymnasium as gym
     import numpy as np
 
     import envs
 
-    env = gym.make(env_id, config=env_config) if env_id in envs.ENVIRONMENTS else gym.make(env_id, **env_config)
+    env = envs.make_env(env_id, env_config)
     obs, _ = env.reset(seed=0)
     batch = [obs]
     for _ in range(3):

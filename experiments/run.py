@@ -65,8 +65,8 @@ def prepare_market_data(exp: ExperimentConfig, fetch: bool, console: Console) ->
     """For symbol-addressed market data (data_path: null), fetch missing symbols with ccxt (cached as
     parquet) or, when `fetch` is off (dry run), report them. Returns the symbols still missing."""
     config = exp.environment.env_config
-    if exp.environment.env != "trading/Spot-v0" or config.get("source", "file") != "file" \
-            or config.get("data_path", "bundled") is not None:
+    addressed_by_symbol = "data_path" in config and config["data_path"] is None
+    if exp.environment.env != "trading/Spot-v0" or config.get("source", "file") != "file" or not addressed_by_symbol:
         return []
     from envs.trading.env import DEFAULT_DATA
     from experiments.fetch import ensure_local_data
@@ -103,25 +103,13 @@ def load(args: argparse.Namespace) -> ExperimentConfig:
 
 def check_environment(exp: ExperimentConfig, construct: bool = True) -> None:
     """Fail before Ray starts if the env id is unknown or its data/config is bad."""
-    import difflib
-
-    import gymnasium as gym
-
     import envs
 
     env_id, env_config = exp.environment.env, exp.environment.env_config
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
-        hint = f": did you mean {close[0]!r}?" if close else ""
-        raise InputError(f"environment.env {env_id!r} is not a registered environment{hint}")
-    if not construct:
-        return
-    if env_id in envs.ENVIRONMENTS:
-        gym.make(env_id, config=env_config).close()
-        gym.make(env_id, config={**env_config, **exp.evaluation.env_config}).close()
-    else:
-        gym.make(env_id, **env_config).close()
-
+    envs.require_registered(env_id)
+    if construct:
+        envs.make_env(env_id, env_config).close()
+        envs.make_env(env_id, {**env_config, **exp.evaluation.env_config}).close()
 
 def env_steps_per_trial(exp: ExperimentConfig) -> int:
     stop = exp.tune.stop

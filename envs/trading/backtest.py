@@ -61,8 +61,7 @@ def run_agent(policy: Policy, env: SpotTradingEnv) -> tuple[np.ndarray, Ledger]:
 
 def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationReport:
     """Score `policy` on the split named in env_config (default: test) next to the baselines."""
-    config = {**env_config, "episode_length": None, "split": env_config.get("split_eval", "test")}
-    config.pop("split_eval", None)
+    config = {**env_config, "episode_length": None, "split": "test"}
     env = SpotTradingEnv(config)
     market = env.market
     lo, hi = market.bounds[env.cfg.split]
