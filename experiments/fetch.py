@@ -23,8 +23,8 @@ from envs.trading.data import (
     BAR_COLUMNS,
     GAP_POLICIES,
     GapReport,
-    _drop_exact_duplicates,
-    _regularize,
+    drop_exact_duplicates,
+    regularize,
     find_gaps,
     save_bars,
     timeframe_delta,
@@ -200,9 +200,9 @@ def _to_result(rows: list[list[float]], symbol: str, timeframe: str, name: str, 
     bars = pd.DataFrame(table[:, 1:], index=index, columns=list(BAR_COLUMNS))
     bars["volume"] = bars["volume"].fillna(0.0)  # some exchanges send null volume for empty bars
     bars = bars.sort_index()
-    bars = _drop_exact_duplicates(bars, Path(source))
+    bars = drop_exact_duplicates(bars, Path(source))
     report = find_gaps(bars.index, timeframe)
-    bars = _regularize(bars, timeframe, gaps, report, Path(source))
+    bars = regularize(bars, timeframe, gaps, report, Path(source))
     bars = validate_bars(bars, source=source, timeframe=timeframe, allow_gaps=gaps == "drop")
     bars.attrs = {"symbol": symbol, "timeframe": timeframe, "exchange": name, "market": market}
     return FetchResult(bars=bars, exchange=name, market=market, gaps=report, gap_policy=gaps)

@@ -168,9 +168,9 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill") -> tuple[p
     bars["volume"] = _numeric(frame[volume_column], path, volume_column) if volume_column else 0.0
     bars.index.name = "timestamp"
     bars = bars.sort_index()
-    bars = _drop_exact_duplicates(bars, path)
+    bars = drop_exact_duplicates(bars, path)
     report = find_gaps(bars.index, timeframe)
-    bars = _regularize(bars, timeframe, gaps, report, path)
+    bars = regularize(bars, timeframe, gaps, report, path)
     return validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop"), report
 
 
@@ -183,7 +183,8 @@ def _numeric(values: pd.Series, path: Path, column: str) -> np.ndarray:
     return numbers.to_numpy(dtype=np.float64)
 
 
-def _drop_exact_duplicates(bars: pd.DataFrame, path: Path) -> pd.DataFrame:
+def drop_exact_duplicates(bars: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Keep one of rows repeated to the letter; two different bars at one timestamp are an error."""
     duplicated_time = bars.index.duplicated(keep="first")
     if not duplicated_time.any():
         return bars
@@ -196,7 +197,8 @@ def _drop_exact_duplicates(bars: pd.DataFrame, path: Path) -> pd.DataFrame:
     return bars[~duplicated_time]
 
 
-def _regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport, path: Path) -> pd.DataFrame:
+def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport, path: Path) -> pd.DataFrame:
+    """Check the timeframe grid and apply the gap policy (shared by the CSV importer and the fetcher)."""
     off_grid = (bars.index - bars.index[0]) % timeframe_delta(timeframe) != pd.Timedelta(0)
     if off_grid.any():
         raise InputError(f"{path}: bar at {bars.index[np.argmax(off_grid)]} is not on the {timeframe} grid: "
