@@ -8,6 +8,8 @@ runners, batch size) come from the hardware plan unless the experiment sets them
 from __future__ import annotations
 
 import copy
+import math
+import numbers
 from functools import partial
 from typing import Any
 
@@ -20,6 +22,12 @@ from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
 
 REPLAY_BUFFERS = {"prioritized": "PrioritizedEpisodeReplayBuffer", "uniform": "EpisodeReplayBuffer"}
+# Every result carries the value of `tune.metric` under this top-level key. Tune's keep-K checkpoint
+# bookkeeping looks its score attribute up in the *unflattened* result
+# (ray/train/_internal/checkpoint_manager.py, `score_attr in checkpoint_result.metrics`), so a nested
+# metric such as evaluation/env_runners/episode_return_mean is never found there and the newest
+# checkpoints are kept instead of the best. A flat copy is found.
+SELECTION_SCORE = "selection_score"
 
 
 def _create_env(env_id: str, env_context: dict[str, Any]) -> gym.Env:
@@ -39,6 +47,26 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parents:
         tree = tree.setdefault(part, {})
     tree[leaf] = value
+
+
+def lookup(result: dict[str, Any], metric: str) -> Any:
+    """The value at a "/"-separated metric path of a nested result, or None."""
+    node: Any = result
+    for part in metric.split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return result.get(metric)  # a flat key that itself contains "/"
+        node = node[part]
+    return node
+
+
+def copy_selection_score(metric: str, mode: str, *, result: dict[str, Any], **_: Any) -> None:
+    """RLlib `on_train_result` callback: put `metric` at the top level of the result (see SELECTION_SCORE).
+
+    An iteration without the metric (no evaluation ran) gets the worst possible score, so it never
+    displaces a scored checkpoint."""
+    value = lookup(result, metric)
+    scored = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    result[SELECTION_SCORE] = float(value) if scored else (float("-inf") if mode == "max" else float("inf"))
 
 
 def _first(*values: Any) -> Any:
@@ -98,6 +126,7 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
         .rl_module(model_config=module)
         .reporting(**{k: v for k, v in sections["reporting"].items() if v is not None})
         .debugging(seed=seed)
+        .callbacks(on_train_result=partial(copy_selection_score, exp.tune.metric, exp.tune.mode))
     )
     if evaluation["evaluation_interval"]:
         config.evaluation(

@@ -105,7 +105,11 @@ class ReportingSection(Section):
 
 
 class CheckpointSection(Section):
-    frequency: int = Field(default=5, ge=0)
+    """Checkpoint every `frequency` iterations and keep the `num_to_keep` best by `tune.metric` (plus the
+    newest, which Tune always keeps). Only a checkpointed iteration can be scored: with frequency 1 the
+    best validation iteration is always among them."""
+
+    frequency: int = Field(default=1, ge=0)
     num_to_keep: int = Field(default=2, ge=1)
 
 
@@ -123,6 +127,8 @@ class TuneSection(Section):
     mode: Literal["max", "min"] = "max"
     num_samples: int = Field(default=1, ge=1)
     seeds: list[int] = Field(default_factory=lambda: [0])
+    # Seeds the searcher (random sampling or Optuna's TPE): the same file samples the same points.
+    search_seed: int = 0
     search_space: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
     # random: Tune's variant generator (grids are expanded, other domains sampled); optuna: TPE.
     search_alg: Literal["random", "optuna"] = "random"

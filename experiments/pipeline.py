@@ -143,10 +143,11 @@ def _score(exp: ExperimentConfig, results: Any, params: Any, client: MlflowClien
     groups = group_results(results, params, exp.tune.group_by)
     reports: dict[str, EvaluationReport] = {}
     for group, members in groups.items():
-        best, checkpoint = best_in(members, exp.tune.metric, exp.tune.mode)
+        best, scored = best_in(members, exp.tune.mode)
+        checkpoint = scored.path
         trial_id = best.metrics.get("trial_id", "")
         console.print(f"best trial{'' if group == 'all' else f' for {group}'}: {Path(best.path).name} "
-                      f"({exp.tune.metric} = {best.metrics_dataframe[exp.tune.metric].max():.4g} at best)")
+                      f"(checkpoint of iteration {scored.iteration}: {exp.tune.metric} = {scored.score:.4g})")
         env_config = dict(best.config.get("env_config") or exp.environment.env_config)  # searched values in
         report = evaluate_checkpoint(load_greedy_policy(checkpoint), exp.environment.env, env_config)
         print_report(console, report)

@@ -6,6 +6,7 @@ report each searched value (`trial.evaluated_params`) and can log it under its Y
 """
 from __future__ import annotations
 
+import math
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, Iterable
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
-from algos.dqn import build_dqn_config, trainable
+from algos.dqn import SELECTION_SCORE, build_dqn_config, trainable
 from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
@@ -82,12 +83,18 @@ def build_param_space(exp: ExperimentConfig, plan: ResourcePlan) -> ParamSpace:
 
 
 def search_algorithm(exp: ExperimentConfig) -> Any:
-    """None keeps Tune's variant generator (grids expanded, other domains sampled at random)."""
-    if exp.tune.search_alg != "optuna":
-        return None
-    from ray.tune.search.optuna import OptunaSearch
+    """The searcher, seeded from the file (`tune.search_seed`) so the same file samples the same points.
 
-    return OptunaSearch(metric=exp.tune.metric, mode=exp.tune.mode, seed=exp.tune.seeds[0])
+    random: Tune's variant generator with `constant_grid_search`, so a sampled point is drawn once and
+    then repeated over every grid value (seeds, folds): otherwise Tune draws it anew per grid cell
+    and "the same configuration on another seed" would be another configuration."""
+    if exp.tune.search_alg == "optuna":
+        from ray.tune.search.optuna import OptunaSearch
+
+        return OptunaSearch(metric=exp.tune.metric, mode=exp.tune.mode, seed=exp.tune.search_seed)
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    return BasicVariantGenerator(constant_grid_search=True, random_state=exp.tune.search_seed)
 
 
 def scheduler(exp: ExperimentConfig) -> Any:
@@ -113,7 +120,7 @@ def run_config(exp: ExperimentConfig, tune_dir: Path, callbacks: list[Any]) -> R
         failure_config=FailureConfig(max_failures=exp.tune.max_failures),
         checkpoint_config=CheckpointConfig(
             num_to_keep=checkpoint.num_to_keep,
-            checkpoint_score_attribute=exp.tune.metric,
+            checkpoint_score_attribute=SELECTION_SCORE,  # tune.metric, flat (see algos.dqn.SELECTION_SCORE)
             checkpoint_score_order=exp.tune.mode,
             checkpoint_frequency=checkpoint.frequency,
             checkpoint_at_end=True,
@@ -177,16 +184,35 @@ def group_results(results: ResultGrid, params: ParamSpace, group_by: str | None)
     return groups
 
 
-def best_in(results: list[Any], metric: str, mode: str) -> tuple[Any, Path]:
-    """The result with the best `metric` over all its iterations, and its best kept checkpoint."""
-    ok = [r for r in results if r.error is None and r.metrics_dataframe is not None
-          and metric in r.metrics_dataframe]
-    if not ok:
-        errors = "; ".join(str(r.error).splitlines()[0] for r in results if r.error)
-        raise RuntimeError(f"no trial reported {metric}: {errors or 'no results'}")
+@dataclass(frozen=True)
+class ScoredCheckpoint:
+    """A trial's best kept checkpoint and the `tune.metric` value it was kept for."""
+
+    path: Path
+    score: float
+    iteration: int
+
+
+def best_checkpoint(result: Any, mode: str) -> ScoredCheckpoint | None:
+    """The kept checkpoint of one trial with the best selection score (None if it kept none)."""
     pick = max if mode == "max" else min
-    best = pick(ok, key=lambda r: pick(r.metrics_dataframe[metric].dropna(), default=float("nan")))
-    checkpoint = best.get_best_checkpoint(metric=metric, mode=mode) or best.checkpoint
-    if checkpoint is None:
-        raise RuntimeError(f"trial {best.path} kept no checkpoint")
-    return best, Path(checkpoint.path)
+    scored = [(ckpt, metrics) for ckpt, metrics in (result.best_checkpoints or [])
+              if math.isfinite(float(metrics.get(SELECTION_SCORE, float("nan"))))]
+    if not scored:
+        return None
+    checkpoint, metrics = pick(scored, key=lambda item: float(item[1][SELECTION_SCORE]))
+    return ScoredCheckpoint(Path(checkpoint.path), float(metrics[SELECTION_SCORE]),
+                            int(metrics.get("training_iteration", 0)))
+
+
+def best_in(results: list[Any], mode: str) -> tuple[Any, ScoredCheckpoint]:
+    """The trial whose best kept checkpoint scores best, and that checkpoint.
+
+    Trials are compared by the checkpoint that would be scored, not by a peak that was never saved."""
+    scored = [(r, best_checkpoint(r, mode)) for r in results if r.error is None]
+    scored = [(r, c) for r, c in scored if c is not None]
+    if not scored:
+        errors = "; ".join(str(r.error).splitlines()[0] for r in results if r.error)
+        raise RuntimeError(f"no trial kept a scored checkpoint: {errors or 'no results'}")
+    pick = max if mode == "max" else min
+    return pick(scored, key=lambda item: item[1].score)

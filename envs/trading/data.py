@@ -63,6 +63,37 @@ class GapReport:
                 f"after {self.longest_gap_start}")
 
 
+def bar_spacing(index: pd.DatetimeIndex) -> pd.Timedelta:
+    """The most common distance between consecutive bars: the data's own timeframe, gaps or not."""
+    deltas = pd.Series(index[1:] - index[:-1])
+    return deltas.mode().min() if len(deltas) else pd.Timedelta(0)
+
+
+def _duration(delta: pd.Timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def check_spacing(index: pd.DatetimeIndex, timeframe: str, source: str) -> None:
+    """A declared timeframe must be the bars' spacing: annualization and every Sharpe depend on it.
+
+    Bars closer together than the timeframe always contradict it. Bars further apart do only when most
+    of them are (a few long deltas are gaps, reported as such)."""
+    if len(index) < 2:
+        return
+    step = timeframe_delta(timeframe)
+    deltas = index[1:] - index[:-1]
+    spacing = bar_spacing(index)
+    coarser = spacing > step and len(deltas) >= 2 and (deltas == spacing).mean() > 0.5
+    if spacing < step or coarser:
+        actual = next((name for name, delta in TIMEFRAMES.items() if delta == spacing), _duration(spacing))
+        raise InputError(f"{source}: timeframe {timeframe!r} contradicts the data, whose bars are {actual} apart: "
+                         f"use timeframe {actual}")
+
+
 def find_gaps(index: pd.DatetimeIndex, timeframe: str) -> GapReport:
     step = timeframe_delta(timeframe)
     if len(index) < 2:
@@ -203,6 +234,7 @@ def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport,
     if off_grid.any():
         raise InputError(f"{path}: bar at {bars.index[np.argmax(off_grid)]} is not on the {timeframe} grid: "
                          "check --timeframe")
+    check_spacing(bars.index, timeframe, f"{path} (--timeframe)")
     if not report.missing_bars or gaps == "drop":
         return bars
     if gaps == "error":
@@ -243,6 +275,8 @@ def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
             first = int(np.flatnonzero(rows)[0])
             raise InputError(f"{source}: {what} in {int(rows.sum())} bar(s), first at {bars.index[first]}: "
                              "fix or drop those rows in the source export and re-import")
+    if timeframe is not None:
+        check_spacing(bars.index, timeframe, source)
     if timeframe is not None and not allow_gaps:
         report = find_gaps(bars.index, timeframe)
         if report.missing_bars:
@@ -274,4 +308,8 @@ def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}): re-import it") from None
     if "timestamp" in bars.columns:
         bars = bars.set_index(pd.DatetimeIndex(pd.to_datetime(bars.pop("timestamp"), utc=True)))
-    return validate_bars(bars, source=str(path), timeframe=timeframe or bars.attrs.get("timeframe"))
+    declared = bars.attrs.get("timeframe")
+    if timeframe and declared and timeframe != declared:
+        raise InputError(f"{path}: holds {declared} bars (file metadata) but timeframe {timeframe!r} was asked for: "
+                         f"set environment.env_config.timeframe: {declared}, or leave it out")
+    return validate_bars(bars, source=str(path), timeframe=timeframe or declared)

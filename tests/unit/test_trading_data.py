@@ -176,3 +176,35 @@ def test_import_cli_writes_parquet_and_fails_cleanly(tmp_path):
         cwd=REPO,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "not found" in bad.stderr
+
+
+def test_timeframe_that_contradicts_the_metadata_is_an_error(bars_file):
+    """Sharpe and Sortino are annualized by the timeframe: 1d on hourly bars must not be accepted."""
+    from envs.trading.env import SpotTradingEnv
+
+    with pytest.raises(InputError, match=r"holds 1h bars \(file metadata\).*timeframe: 1h"):
+        SpotTradingEnv({"data_path": str(bars_file), "timeframe": "1d"})
+    assert SpotTradingEnv({"data_path": str(bars_file), "timeframe": "1h"}).market.timeframe == "1h"
+
+
+def test_timeframe_that_contradicts_the_bar_spacing_is_an_error(tmp_path):
+    """Without metadata (another tool's parquet) the bars' own spacing decides."""
+    bars = random_walk_bars(200)
+    bars.attrs = {}
+    path = tmp_path / "foreign.parquet"
+    bars.reset_index().to_parquet(path)
+    with pytest.raises(InputError, match="bars are 1h apart: use timeframe 1h"):
+        load_bars(path, "1d")
+    with pytest.raises(InputError, match="bars are 1h apart"):
+        load_bars(path, "4h")
+    assert len(load_bars(path, "1h")) == 200
+
+
+def test_import_refuses_a_timeframe_finer_than_the_file(tmp_path):
+    """Daily bars imported as 1h would be forward-filled into 23 fake flat bars a day."""
+    daily = random_walk_bars(30, freq="1D").reset_index()
+    path = tmp_path / "daily.csv"
+    daily.to_csv(path, index=False)
+    with pytest.raises(InputError, match="bars are 1d apart: use timeframe 1d"):
+        import_csv(path, "1h")
+    assert len(import_csv(path, "1d")[0]) == 30
