@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -15,22 +16,29 @@ import gymnasium as gym
 from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
 
-# id -> (env entry point, evaluator entry point "module:function(policy, env_config) -> EvaluationReport")
-ENVIRONMENTS: dict[str, tuple[str, str]] = {
-    "trading/Spot-v0": ("envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy"),
-    "agents/TestPrioritization-v0": (
-        "envs.agents.testprio.env:PointwiseTestPrioritizationEnv",
-        "envs.agents.testprio.evaluate:evaluate_policy",
-    ),
-    "agents/TestPrioritizationPairwise-v0": (
-        "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
-        "envs.agents.testprio.evaluate:evaluate_pairwise_policy",
-    ),
+@dataclass(frozen=True)
+class EnvFamily:
+    """What the platform needs to know of one env id."""
+
+    entry_point: str  # "module:Class" of the gymnasium.Env
+    scorer: str       # "module:function(policy, env_config) -> EvaluationReport" on the held-out part
+    # The env takes env_config `protocol` and `fold` (envs.splits) and its reports carry per-period
+    # returns: experiments can run walk-forward folds and end with a verdict (experiments.verdict).
+    folds: bool = False
+
+
+ENVIRONMENTS: dict[str, EnvFamily] = {
+    "trading/Spot-v0": EnvFamily("envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy",
+                                 folds=True),
+    "agents/TestPrioritization-v0": EnvFamily("envs.agents.testprio.env:PointwiseTestPrioritizationEnv",
+                                              "envs.agents.testprio.evaluate:evaluate_policy"),
+    "agents/TestPrioritizationPairwise-v0": EnvFamily("envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
+                                                      "envs.agents.testprio.evaluate:evaluate_pairwise_policy"),
 }
 
-for _env_id, (_entry_point, _) in ENVIRONMENTS.items():
+for _env_id, _family in ENVIRONMENTS.items():
     if _env_id not in gym.registry:
-        gym.register(id=_env_id, entry_point=_entry_point)
+        gym.register(id=_env_id, entry_point=_family.entry_point)
 
 
 def _load(entry_point: str) -> Any:
@@ -57,7 +65,14 @@ def make_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
 def evaluator_for(env_id: str) -> Callable[[Policy, dict[str, Any]], EvaluationReport] | None:
     """The out-of-sample scorer of a platform env id, or None for plain Gymnasium ids."""
     entry = ENVIRONMENTS.get(env_id)
-    return _load(entry[1]) if entry else None
+    return _load(entry.scorer) if entry else None
 
 
-__all__ = ["ENVIRONMENTS", "EvaluationReport", "Policy", "evaluator_for", "make_env", "require_registered"]
+def supports_folds(env_id: str) -> bool:
+    """Whether `env_id` runs walk-forward folds and reports returns for a verdict."""
+    entry = ENVIRONMENTS.get(env_id)
+    return bool(entry and entry.folds)
+
+
+__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "evaluator_for", "make_env",
+           "require_registered", "supports_folds"]

@@ -30,3 +30,7 @@ class EvaluationReport:
     series: pd.DataFrame
     series_label: str
     notes: list[str] = field(default_factory=list)
+    # Per-period log returns of each strategy (columns as in `table`), net of costs, on the held-out
+    # part's time axis. Families that report them get verdicts across folds and seeds
+    # (experiments.verdict): deflated Sharpe ratios and the probability of backtest overfitting.
+    returns: pd.DataFrame | None = None

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envs.errors import InputError
+from envs.splits import Protocol
 
 SEARCH_FORMS = ("choice", "grid", "uniform", "quniform", "loguniform", "qloguniform", "randint", "qrandint")
 
@@ -84,12 +85,21 @@ class RLModuleSection(Section):
 
 
 class EvaluationSection(Section):
-    """RLlib's periodic evaluation, used for model selection (never on the test split)."""
+    """RLlib's periodic evaluation, used for model selection (never on the test split), and the protocol
+    that cuts the data into (train, validation, test) folds."""
 
     evaluation_interval: int | None = Field(default=None, ge=1)
     evaluation_duration: int = Field(default=1, ge=1)
     evaluation_duration_unit: Literal["episodes", "timesteps"] = "episodes"
     env_config: dict[str, Any] = Field(default_factory=dict)
+    # holdout, or {type: walk_forward, folds, train: expanding|rolling, train_size, validation_size,
+    # test_size, embargo} (envs.splits.Protocol). None: the env's own split (holdout).
+    protocol: dict[str, Any] | str | None = None
+
+    @field_validator("protocol")
+    @classmethod
+    def _valid_protocol(cls, value: dict[str, Any] | str | None) -> dict[str, Any] | None:
+        return None if value is None else Protocol.from_dict(value, "").as_dict()
 
     @field_validator("env_config")
     @classmethod
@@ -280,6 +290,9 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     except ValidationError as error:
         raise InputError(describe_validation_error(error, str(path))) from None
     _check_search_paths(config, str(path))
+    from experiments.protocol import apply_protocol
+
+    apply_protocol(config, str(path))
     _absolute_paths(config.environment.env_config)
     _absolute_paths(config.evaluation.env_config)
     return config

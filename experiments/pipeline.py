@@ -14,14 +14,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 from mlflow.entities import RunStatus
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
 from envs.errors import InputError
-from envs.report import EvaluationReport
 from experiments.config import ExperimentConfig
 from experiments.hardware import HardwarePreset, ResourcePlan, check_live_cluster
 from experiments.tracking import (
@@ -32,7 +30,6 @@ from experiments.tracking import (
     log_params,
     make_client,
     open_experiment,
-    run_of_trial,
 )
 
 FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED))
@@ -119,74 +116,6 @@ def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str
     return parent.info.run_id, out_dir
 
 
-def _group_summary(reports: dict[str, EvaluationReport]) -> tuple[pd.DataFrame, list[str]]:
-    """One row per group (e.g. coin): the agent's metrics next to the first baseline's; and the
-    columns worth printing (the first four metrics of each side; the CSV keeps them all)."""
-    rows = {}
-    for group, report in reports.items():
-        table = report.table
-        baseline = table.index[1]
-        rows[group] = {**{f"agent_{k}": v for k, v in table.loc["agent"].items()},
-                       **{f"{baseline}_{k}": v for k, v in table.loc[baseline].items()}}
-    shown = [f"{side}_{metric}" for side in ("agent", baseline) for metric in table.columns[:4]]
-    return pd.DataFrame.from_dict(rows, orient="index"), shown
-
-
-def _score(exp: ExperimentConfig, results: Any, params: Any, client: MlflowClient, state: SweepState,
-           out_dir: Path, console: Console) -> None:
-    """Evaluate the best checkpoint of each group out of sample, log tables, plots and the registry entry."""
-    from experiments.evaluate import evaluate_checkpoint, log_report, print_frame, print_report
-    from experiments.policy import load_greedy_policy
-    from experiments.registry import register_policy
-    from experiments.sweep import best_in, group_results
-
-    groups = group_results(results, params, exp.tune.group_by)
-    reports: dict[str, EvaluationReport] = {}
-    for group, members in groups.items():
-        best, scored = best_in(members, exp.tune.mode)
-        checkpoint = scored.path
-        trial_id = best.metrics.get("trial_id", "")
-        console.print(f"best trial{'' if group == 'all' else f' for {group}'}: {Path(best.path).name} "
-                      f"(checkpoint of iteration {scored.iteration}: {exp.tune.metric} = {scored.score:.4g})")
-        env_config = dict(best.config.get("env_config") or exp.environment.env_config)  # searched values in
-        report = evaluate_checkpoint(load_greedy_policy(checkpoint), exp.environment.env, env_config)
-        print_report(console, report)
-        best_run = run_of_trial(client, state.experiment_id, state.parent_run_id, trial_id)
-        suffix = "" if group == "all" else f"/{group}"
-        log_report(client, [r for r in (state.parent_run_id, best_run) if r], report,
-                   out_dir / f"evaluation{suffix}", artifact_path=f"evaluation{suffix}",
-                   parent_prefix=f"eval{suffix}", parent_run_id=state.parent_run_id)
-        model_name = exp.name if group == "all" else f"{exp.name}-{group}"
-        uri = register_policy(state.tracking_uri, best_run or state.parent_run_id, checkpoint, model_name,
-                              _example_observations(exp.environment.env, env_config))
-        client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", str(checkpoint))
-        client.log_artifacts(state.parent_run_id, str(checkpoint), f"best_checkpoint{suffix}")
-        console.print(f"registered {uri}  (mlflow.pyfunc.load_model('{uri}').predict(observations))")
-        reports[group] = report
-    if len(reports) > 1:
-        summary, shown = _group_summary(reports)
-        path = out_dir / "per_group.csv"
-        summary.to_csv(path)
-        client.log_artifact(state.parent_run_id, str(path), "evaluation")
-        print_frame(console, summary[shown],
-                    title=f"Per {exp.tune.group_by.split('.')[-1]}: best trial, held-out period")
-
-
-def _example_observations(env_id: str, env_config: dict[str, Any]):
-    """A few real observations, to give the registered model an input signature and example."""
-    import numpy as np
-
-    import envs
-
-    env = envs.make_env(env_id, env_config)
-    obs, _ = env.reset(seed=0)
-    batch = [obs]
-    for _ in range(3):
-        obs, *_ = env.step(env.action_space.sample())
-        batch.append(obs)
-    return np.asarray(batch, dtype=np.float32)
-
-
 def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: ResourcePlan,
                    args: argparse.Namespace, console: Console) -> int:
     import ray
@@ -235,7 +164,9 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             console.print(f"sweep interrupted: continue it with python -m experiments.run {args.conf} --resume"
                           f"{'' if args.output == Path('runs') else f' --output {args.output}'}")
             return 130
-        _score(exp, results, params, client, state, out_dir, console)
+        from experiments.scoring import score_sweep
+
+        score_sweep(exp, results, params, client, state, out_dir, console)
         status = FINISHED
     except KeyboardInterrupt:
         status = KILLED

@@ -17,6 +17,7 @@ from rich.console import Console
 from envs.errors import InputError
 from experiments.config import ExperimentConfig, load_experiment
 from experiments.hardware import estimate, resolve_plan, select_preset
+from experiments.protocol import FOLD_KEY, fold_indices
 from experiments.search_space import describe as describe_space
 
 LOOPBACK = "127.0.0.1"
@@ -81,15 +82,20 @@ def prepare_market_data(exp: ExperimentConfig, fetch: bool, console: Console) ->
 
 
 def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
-    """Two trials in all: a group_by grid keeps its first two values (one trial each), other grids
-    become choices, and one seed is kept."""
+    """Two trials in all: a group_by grid keeps its first two values (one trial each), walk-forward folds
+    their last two, other grids become choices, and one seed is kept."""
     group = exp.tune.group_by
     space = {}
     for key, domain in exp.tune.search_space.items():
-        if "grid" in domain:
-            domain = {"grid": domain["grid"][:2]} if key == group else {"choice": domain["grid"]}
+        if "grid" in domain and key == group:
+            domain = {"grid": domain["grid"][:2]}
+        elif "grid" in domain and key == FOLD_KEY:
+            domain = {"grid": domain["grid"][-2:]}  # the two most recent folds
+        elif "grid" in domain:
+            domain = {"choice": domain["grid"]}
         space[key] = domain
-    samples = 1 if group and "grid" in space.get(group, {}) else exp.tune.num_samples
+    kept_grids = (group and "grid" in space.get(group, {})) or FOLD_KEY in space
+    samples = 1 if kept_grids else exp.tune.num_samples
     tune = exp.tune.model_copy(update={"search_space": space, "seeds": exp.tune.seeds[:1], "num_samples": samples})
     return exp.model_copy(update={"tune": tune})
 
@@ -108,8 +114,11 @@ def check_environment(exp: ExperimentConfig, construct: bool = True) -> None:
     env_id, env_config = exp.environment.env, exp.environment.env_config
     envs.require_registered(env_id)
     if construct:
-        envs.make_env(env_id, env_config).close()
-        envs.make_env(env_id, {**env_config, **exp.evaluation.env_config}).close()
+        for fold in fold_indices(exp):  # every fold must fit the data
+            fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
+            envs.make_env(env_id, fold_config).close()
+            envs.make_env(env_id, {**fold_config, **exp.evaluation.env_config}).close()
+
 
 def env_steps_per_trial(exp: ExperimentConfig) -> int:
     stop = exp.tune.stop

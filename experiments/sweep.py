@@ -170,18 +170,15 @@ def restore_tuner(exp: ExperimentConfig, path: Path, params: ParamSpace) -> Tune
                          resume_unfinished=True, resume_errored=True)
 
 
-def group_results(results: ResultGrid, params: ParamSpace, group_by: str | None) -> dict[str, list[Any]]:
-    """Results per value of the `group_by` setting (one group "all" without it)."""
-    if not group_by:
-        return {"all": list(results)}
-    flat_key = next(k for k, v in params.search_keys.items() if v == group_by)
-    groups: dict[str, list[Any]] = {}
-    for result in results:
-        node: Any = result.config
+def searched_values(config: dict[str, Any], params: ParamSpace) -> dict[str, Any]:
+    """A trial's searched values under their YAML keys, e.g. {"training.lr": 3.1e-4, "seed": 1}."""
+    values = {}
+    for flat_key, yaml_key in params.search_keys.items():
+        node: Any = config
         for part in flat_key.split("/"):
             node = node[part]
-        groups.setdefault(str(node), []).append(result)
-    return groups
+        values[yaml_key] = node
+    return values
 
 
 @dataclass(frozen=True)
@@ -203,16 +200,3 @@ def best_checkpoint(result: Any, mode: str) -> ScoredCheckpoint | None:
     checkpoint, metrics = pick(scored, key=lambda item: float(item[1][SELECTION_SCORE]))
     return ScoredCheckpoint(Path(checkpoint.path), float(metrics[SELECTION_SCORE]),
                             int(metrics.get("training_iteration", 0)))
-
-
-def best_in(results: list[Any], mode: str) -> tuple[Any, ScoredCheckpoint]:
-    """The trial whose best kept checkpoint scores best, and that checkpoint.
-
-    Trials are compared by the checkpoint that would be scored, not by a peak that was never saved."""
-    scored = [(r, best_checkpoint(r, mode)) for r in results if r.error is None]
-    scored = [(r, c) for r, c in scored if c is not None]
-    if not scored:
-        errors = "; ".join(str(r.error).splitlines()[0] for r in results if r.error)
-        raise RuntimeError(f"no trial kept a scored checkpoint: {errors or 'no results'}")
-    pick = max if mode == "max" else min
-    return pick(scored, key=lambda item: item[1].score)

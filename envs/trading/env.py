@@ -2,9 +2,12 @@
 
 The agent sees normalized features of the last `window` bars up to bar t (its close
 included) and its current position; its action is a target position that is filled at
-bar t+1's open. The reward is the log change of ledger equity from close t to close t+1,
-net of fees and slippage, times `reward_scale`. Training episodes are random windows of
-the train split (truncated, never terminated); validation/test episodes walk the split.
+bar t+1's open and held for `decision_interval` bars (default 1). The reward is the log
+change of ledger equity from close t to the close before the next decision, net of fees
+and slippage, times `reward_scale`. Training episodes are random windows of the fold's
+train part (truncated, never terminated); validation/test episodes walk their whole part.
+Which rows are train, validation and test comes from `envs.splits` (holdout by default,
+or one fold of a walk-forward protocol).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from envs.errors import InputError
+from envs.splits import Fold, Protocol
 from envs.trading.data import timeframe_delta
 from envs.trading.features import FEATURE_NAMES, WARMUP_BARS, compute_features
 from envs.trading.ledger import Ledger
@@ -43,7 +47,15 @@ class TradingConfig:
     synthetic_bars: int = 20_000
     synthetic_seed: int = 0
     split: str = "train"
+    # The time splits: `protocol` (envs.splits.Protocol as a mapping; the platform fills it from
+    # evaluation.protocol) and which of its folds this env is; without it, the holdout split_fractions.
     split_fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
+    protocol: dict[str, Any] | str | None = None
+    fold: int = 0
+    # Bars between decisions: the agent picks a target position every `decision_interval` bars and
+    # holds it in between (one env step = that many bars; the reward is the ledger's log equity change
+    # over them). 1 decides every bar.
+    decision_interval: int = 1
     window: int = 24
     episode_length: int | None = 720  # None: walk the whole split
     fee_bps: float = 10.0
@@ -74,13 +86,21 @@ class TradingConfig:
             raise InputError(f"trading env: split {self.split!r} must be one of {', '.join(SPLITS)}")
         if self.positions not in POSITION_SETS:
             raise InputError(f"trading env: positions {self.positions!r} must be one of {', '.join(POSITION_SETS)}")
-        if len(self.split_fractions) != 3 or min(self.split_fractions) <= 0 or abs(sum(self.split_fractions) - 1) > 1e-6:
-            raise InputError("trading env: split_fractions must be three positive numbers summing to 1, "
-                             "e.g. [0.7, 0.15, 0.15]")
+        self.split_protocol()  # raises on a bad protocol or split_fractions
         if self.window < 1 or (self.episode_length is not None and self.episode_length < 2):
             raise InputError("trading env: window must be >= 1 and episode_length >= 2 (or null)")
+        if not isinstance(self.decision_interval, int) or self.decision_interval < 1:
+            raise InputError(f"trading env: decision_interval must be a whole number of bars >= 1, "
+                             f"got {self.decision_interval!r}")
         if self.fee_bps < 0 or self.slippage_bps < 0:
             raise InputError("trading env: fee_bps and slippage_bps must be >= 0")
+
+    def split_protocol(self) -> Protocol:
+        """The protocol whose fold `fold` this env trades: `protocol`, else the holdout `split_fractions`."""
+        if self.protocol is not None:
+            return Protocol.from_dict(self.protocol, "trading env: protocol")
+        return Protocol.from_dict({"type": "holdout", "fractions": list(self.split_fractions)},
+                                  "trading env: split_fractions")
 
 
 @dataclass(frozen=True)
@@ -93,6 +113,7 @@ class Market:
     features: np.ndarray
     bounds: dict[str, tuple[int, int]]  # split -> [first decision row, last fill row + 1)
     timeframe: str
+    fold: Fold
     synthetic: bool = False  # generated bars (envs.trading.synthetic): reports must say SYNTHETIC
 
 
@@ -104,15 +125,16 @@ def load_market(cfg: TradingConfig) -> Market:
         raise InputError(f"{cfg.data_path}: timeframe unknown: set environment.env_config.timeframe (e.g. 1h)")
     timeframe_delta(timeframe)
     n = len(bars)
-    first = max(WARMUP_BARS, cfg.window - 1)
-    train_end = int(n * cfg.split_fractions[0])
-    validation_end = int(n * (cfg.split_fractions[0] + cfg.split_fractions[1]))
-    bounds = {"train": (first, train_end), "validation": (train_end, validation_end), "test": (validation_end, n)}
-    for name, (lo, hi) in bounds.items():
-        if hi - lo < max(cfg.window, 3):
-            raise InputError(f"{cfg.data_path or cfg.symbol}: the {name} split has only {max(hi - lo, 0)} bars: "
-                             "use a longer history or other split_fractions")
-    features = compute_features(bars, fit_rows=slice(0, train_end))
+    source = str(cfg.data_path or cfg.symbol)
+    fold = cfg.split_protocol().fold(n, cfg.fold, min_rows=max(cfg.window, 3), source=f"{source}: protocol")
+    bounds = {name: fold.part(name) for name in SPLITS}
+    # The first decision needs the features' look-back (and a full observation window) behind it.
+    train_start, train_end = fold.train
+    bounds["train"] = (max(train_start, WARMUP_BARS, cfg.window - 1), train_end)
+    if train_end - bounds["train"][0] < max(cfg.window, 3):
+        raise InputError(f"{source}: fold {fold.index}'s train part has only {max(train_end - bounds['train'][0], 0)} "
+                         f"bars after the {WARMUP_BARS}-bar feature warm-up: use a longer history")
+    features = compute_features(bars, fit_rows=slice(train_start, train_end))
     return Market(
         timestamps=bars.index.to_numpy(),
         opens=bars["open"].to_numpy(),
@@ -120,6 +142,7 @@ def load_market(cfg: TradingConfig) -> Market:
         features=features.values,
         bounds=bounds,
         timeframe=timeframe,
+        fold=fold,
         synthetic=bool(bars.attrs.get("synthetic", False)),
     )
 
@@ -139,6 +162,7 @@ class SpotTradingEnv(gym.Env):
         self._lo, self._hi = self.market.bounds[self.cfg.split]
         self._position_eye = np.eye(len(self.targets), dtype=np.float32)
         self._flat_index = int(np.flatnonzero(self.targets == 0.0)[0])
+        self._interval = self.cfg.decision_interval
         self.fee_rate = self.cfg.fee_bps / 1e4
         self.slippage_rate = self.cfg.slippage_bps / 1e4
         self.feature_names = FEATURE_NAMES
@@ -178,10 +202,11 @@ class SpotTradingEnv(gym.Env):
 
     def step(self, action: int):
         action = int(action)
-        next_row = self._t + 1
         ledger = self.ledger
         if action != self._action_index:  # the target changes (else Ledger.rebalance does nothing)
-            ledger.rebalance(float(self.targets[action]), self._opens[next_row])
+            ledger.rebalance(float(self.targets[action]), self._opens[self._t + 1])
+        # Held for `decision_interval` bars (fewer at the episode's end); marked at the last close.
+        next_row = min(self._t + self._interval, self._end)
         equity = ledger.equity(self._closes[next_row])
         reward = math.log(equity / self._equity) * self.cfg.reward_scale
         self._equity = equity

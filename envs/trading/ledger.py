@@ -25,6 +25,7 @@ class Ledger:
     position: float = 0.0  # the target fraction currently held
     fees_paid: float = 0.0
     trades: int = 0  # filled orders (a flip from long to short is two)
+    traded_notional: float = 0.0  # sum of |units| x fill price, in units of the starting equity (1.0)
 
     def _fill(self, units: float, open_price: float) -> None:
         """Buy (units > 0) or sell (units < 0) at the open, with slippage and fee."""
@@ -34,6 +35,7 @@ class Ledger:
         self.units += units
         self.fees_paid += fee
         self.trades += 1
+        self.traded_notional += abs(units) * price
 
     def rebalance(self, target_fraction: float, open_price: float) -> None:
         """Move to `target_fraction` of equity at `open_price`; no order if it is already held."""

@@ -77,11 +77,11 @@ def _fit(trainable, tmp_path: Path, score_attribute: str):
 
 def test_keep_k_keeps_the_best_and_the_best_is_scored(ray_session, tmp_path):
     from algos.dqn import SELECTION_SCORE
-    from experiments.sweep import best_in
+    from experiments.sweep import best_checkpoint
 
     result = _fit(_curve_trainable(SELECTION_SCORE), tmp_path, SELECTION_SCORE)
     assert _kept_values(result) == [5.0, 14.15]  # the two best by validation: iterations 3 and 2
-    trial, checkpoint = best_in([result], "max")
+    checkpoint = best_checkpoint(result, "max")
     assert checkpoint.score == 14.15 and checkpoint.iteration == 3
     assert Path(checkpoint.path, "value.txt").read_text() == "14.15"
 

@@ -1,0 +1,200 @@
+"""After the sweep: score out of sample, per group (e.g. coin), judge, and register the policy to deploy.
+
+Env families that report per-period returns (trading) get a verdict: every trial's best checkpoint
+(by validation) is backtested once on its own fold's test part, per fold the configuration with the
+best mean validation score over seeds is the agent, and `experiments.verdict` judges the agent across
+folds and seeds against every baseline. Other families (test prioritization, any Gymnasium id) score
+the best trial on the held-out part, as one split and one seed.
+
+In both cases the registered model is the one you would deploy: the configuration chosen on the most
+recent fold's validation part, its seed with the best validation score.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import pandas as pd
+from rich.console import Console
+
+import envs
+from envs.report import EvaluationReport
+from experiments.config import ExperimentConfig
+from experiments.evaluate import evaluate_checkpoint, log_report, print_frame, print_report
+from experiments.policy import load_greedy_policy
+from experiments.protocol import FOLD_KEY
+from experiments.sweep import ParamSpace, ScoredCheckpoint, best_checkpoint, searched_values
+from experiments.tracking import log_metrics, run_of_trial
+from experiments.verdict import ScoredTrial, Verdict, build_verdict
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from experiments.pipeline import SweepState
+
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One finished Tune trial, placed in its group, fold, seed and searched configuration."""
+
+    result: Any  # ray.tune.Result
+    checkpoint: ScoredCheckpoint
+    group: str
+    fold: int
+    seed: int
+    point: str
+
+    @property
+    def env_config(self) -> dict[str, Any]:
+        return dict(self.result.config.get("env_config") or {})
+
+    @property
+    def trial_id(self) -> str:
+        return str(self.result.metrics.get("trial_id", ""))
+
+
+def point_name(values: dict[str, Any], hidden: set[str]) -> str:
+    """A searched configuration's name from its values, e.g. "lr=0.00031 gamma=0.95" ("default": none)."""
+    shown = [f"{key.split('.')[-1]}={_short(value)}" for key, value in sorted(values.items()) if key not in hidden]
+    return " ".join(shown) or "default"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def trials_by_group(results: Any, params: ParamSpace, exp: ExperimentConfig) -> dict[str, list[Trial]]:
+    """Every trial that kept a scored checkpoint, by value of `tune.group_by` ("all" without it)."""
+    group_key = exp.tune.group_by
+    hidden = {FOLD_KEY, "seed", *([group_key] if group_key else [])}
+    groups: dict[str, list[Trial]] = {}
+    for result in results:
+        checkpoint = best_checkpoint(result, exp.tune.mode) if result.error is None else None
+        if checkpoint is None:
+            continue
+        values = searched_values(result.config, params)
+        group = str(values[group_key]) if group_key else ALL
+        trial = Trial(result, checkpoint, group, int(values.get(FOLD_KEY, 0)), int(result.config.get("seed") or 0),
+                      point_name(values, hidden))
+        groups.setdefault(group, []).append(trial)
+    if not groups:
+        errors = "; ".join(str(r.error).splitlines()[0] for r in results if r.error)
+        raise RuntimeError(f"no trial kept a scored checkpoint: {errors or 'no results'}")
+    return groups
+
+
+def deployable(trials: list[Trial], mode: str, point: str | None = None) -> Trial:
+    """The most recent fold's trial of `point` (default: any) with the best validation score."""
+    last = max(t.fold for t in trials)
+    candidates = [t for t in trials if t.fold == last and (point is None or t.point == point)]
+    pick = max if mode == "max" else min
+    return pick(candidates, key=lambda t: t.checkpoint.score)
+
+
+def score(trial: Trial, env_id: str) -> EvaluationReport:
+    """The trial's best checkpoint on its fold's test part (the scorer always uses the test part)."""
+    return evaluate_checkpoint(load_greedy_policy(trial.checkpoint.path), env_id, trial.env_config)
+
+
+@dataclass
+class GroupOutcome:
+    """What scoring one group produced."""
+
+    group: str
+    chosen: Trial                                  # the one to register and deploy
+    report: EvaluationReport                       # the chosen trial on its test part
+    scored: list[tuple[Trial, EvaluationReport]]   # every trial scored (only the chosen one without a verdict)
+    verdict: Verdict | None                        # None for families that report no returns
+
+
+def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console) -> GroupOutcome:
+    """Score a group's trials and, where the family reports returns, build its verdict."""
+    env_id = exp.environment.env
+    if not envs.supports_folds(env_id):
+        chosen = deployable(trials, exp.tune.mode)
+        report = score(chosen, env_id)
+        return GroupOutcome(chosen.group, chosen, report, [(chosen, report)], None)
+    with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
+        scored = [(t, score(t, env_id)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
+    verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
+                            exp.tune.mode, periods_per_year(scored[0][1]))
+    chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
+    report = next(r for t, r in scored if t is chosen)
+    return GroupOutcome(chosen.group, chosen, report, scored, verdict)
+
+
+def periods_per_year(report: EvaluationReport) -> float:
+    """Bars per year of a report's return series (from its timestamps), for annualized Sharpe ratios."""
+    index = pd.DatetimeIndex(report.returns.index)
+    return pd.Timedelta(days=365) / pd.Series(index[1:] - index[:-1]).mode().min()
+
+
+def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client: "MlflowClient",
+                state: "SweepState", out_dir: Path, console: Console) -> None:
+    """Score every group, print and log its verdict (or report), and register its deployable policy."""
+    from experiments.verdict_report import group_table, log_verdict, print_verdict
+
+    groups = trials_by_group(results, params, exp)
+    verdicts: dict[str, Verdict] = {}
+    for group, trials in groups.items():
+        outcome = judge_group(trials, exp, console)
+        named = None if group == ALL else group
+        suffix = "" if named is None else f"/{named}"
+        for trial, report in outcome.scored:  # each child run gets its own test-part scores
+            run_id = run_of_trial(client, state.experiment_id, state.parent_run_id, trial.trial_id)
+            if run_id:
+                log_metrics(client, run_id, report.agent_metrics, step=0)
+        chosen_run = run_of_trial(client, state.experiment_id, state.parent_run_id, outcome.chosen.trial_id)
+        if outcome.verdict is not None:
+            verdicts[group] = outcome.verdict
+            if len(groups) == 1:
+                print_verdict(console, outcome.verdict, outcome.report.title.split(" test period")[0])
+            log_verdict(client, state.parent_run_id, outcome.verdict, outcome.scored, out_dir / f"verdict{suffix}",
+                        named)
+        else:
+            print_report(console, outcome.report)
+        log_report(client, [r for r in (state.parent_run_id, chosen_run) if r], outcome.report,
+                   out_dir / f"evaluation{suffix}", artifact_path=f"evaluation{suffix}",
+                   parent_prefix=f"eval{suffix}", parent_run_id=state.parent_run_id)
+        _register(exp, outcome, client, state, chosen_run, suffix, console)
+    if len(verdicts) > 1:
+        table = group_table(verdicts)
+        path = out_dir / "per_group.csv"
+        table.to_csv(path)
+        client.log_artifact(state.parent_run_id, str(path), "verdict")
+        print_frame(console, table, first_column=exp.tune.group_by.split(".")[-1],
+                    title=f"Verdict per {exp.tune.group_by.split('.')[-1]} (agent vs buy-and-hold over its folds)")
+
+
+def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClient", state: "SweepState",
+              chosen_run: str | None, suffix: str, console: Console) -> None:
+    """Register the group's deployable policy; the parent run records which checkpoint it is."""
+    from experiments.registry import register_policy
+
+    chosen = outcome.chosen
+    model_name = exp.name if outcome.group == ALL else f"{exp.name}-{outcome.group}"
+    uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, chosen.checkpoint.path, model_name,
+                          example_observations(exp.environment.env, chosen.env_config))
+    client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", str(chosen.checkpoint.path))
+    client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
+    client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
+    client.log_artifacts(state.parent_run_id, str(chosen.checkpoint.path), f"best_checkpoint{suffix}")
+    console.print(f"registered {uri}: fold {chosen.fold + 1}'s chosen configuration ({chosen.point}), seed "
+                  f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
+                  f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})")
+
+
+def example_observations(env_id: str, env_config: dict[str, Any]) -> np.ndarray:
+    """A few real observations, to give the registered model an input signature and example."""
+    env = envs.make_env(env_id, env_config)
+    obs, _ = env.reset(seed=0)
+    batch = [obs]
+    for _ in range(3):
+        obs, *_ = env.step(env.action_space.sample())
+        batch.append(obs)
+    return np.asarray(batch, dtype=np.float32)
