@@ -82,6 +82,8 @@ def print_report(console: Console, report: EvaluationReport) -> None:
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, (float, np.floating)) and np.isnan(value):
+        return "-"
     if isinstance(value, (float, np.floating)):
         return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4f}"
     return str(value)

@@ -107,17 +107,25 @@ def load(args: argparse.Namespace) -> ExperimentConfig:
     return exp
 
 
-def check_environment(exp: ExperimentConfig, construct: bool = True) -> None:
-    """Fail before Ray starts if the env id is unknown or its data/config is bad."""
+def check_environment(exp: ExperimentConfig, construct: bool = True) -> list[str]:
+    """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
+    data. Returns one line per fold with its periods (for families with folds)."""
     import envs
 
     env_id, env_config = exp.environment.env, exp.environment.env_config
     envs.require_registered(env_id)
-    if construct:
-        for fold in fold_indices(exp):  # every fold must fit the data
-            fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
-            envs.make_env(env_id, fold_config).close()
-            envs.make_env(env_id, {**fold_config, **exp.evaluation.env_config}).close()
+    if not construct:
+        return []
+    periods = []
+    for fold in fold_indices(exp):
+        fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
+        env = envs.make_env(env_id, fold_config)
+        envs.make_env(env_id, {**fold_config, **exp.evaluation.env_config}).close()
+        if envs.supports_folds(env_id):
+            parts = env.unwrapped.split_periods()
+            periods.append(f"fold {fold}: " + ", ".join(f"{name} {a}..{b}" for name, (a, b) in parts.items()))
+        env.close()
+    return periods
 
 
 def env_steps_per_trial(exp: ExperimentConfig) -> int:
@@ -148,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
         exp = load(args)
         missing = prepare_market_data(exp, fetch=not args.dry_run, console=console)
-        check_environment(exp, construct=not missing)
+        periods = check_environment(exp, construct=not missing)
         preset, plan = print_plan(console, exp, args)
+        for line in periods if len(periods) > 1 else []:
+            console.print(line)
         if args.dry_run:
             console.print("resolved experiment:")
             console.print(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False), markup=False)

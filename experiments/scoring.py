@@ -184,7 +184,7 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
     client.log_artifacts(state.parent_run_id, str(chosen.checkpoint.path), f"best_checkpoint{suffix}")
-    console.print(f"registered {uri}: fold {chosen.fold + 1}'s chosen configuration ({chosen.point}), seed "
+    console.print(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
                   f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
                   f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})")
 

@@ -22,6 +22,8 @@ _BAD_KEY_CHARS = re.compile(r"[\[\]=,@]")
 _MAX_PARAM_CHARS = 6000
 _BATCH = 1000  # MLflow's limit of metrics per log_batch call
 SECRET_MARKERS = ("password", "secret", "token", "api_key", "apikey", "credential")
+# Trial params that also become tags of the trial's run, so runs can be filtered by them in the UI.
+TRIAL_TAGS = {"environment.env_config.symbol": "symbol", "environment.env_config.fold": "fold", "seed": "seed"}
 
 
 def sanitize_key(key: str) -> str:
@@ -128,8 +130,9 @@ class MlflowTrialCallback(Callback):
                 params = self.trial_params(trial)
                 tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "ray.trial_id": trial.trial_id,
                         "trial_name": str(trial)}
-                if "environment.env_config.symbol" in params:  # a sweep over coins: tag each trial's coin
-                    tags["symbol"] = str(params["environment.env_config.symbol"])
+                for param, tag in TRIAL_TAGS.items():  # e.g. a sweep over coins: each trial's own coin
+                    if params.get(param) is not None:
+                        tags[tag] = str(params[param])
                 run = self.client.create_run(self.experiment_id, run_name=str(trial), tags=tags)
                 run_id = run.info.run_id
                 log_params(self.client, run_id, params)

@@ -227,24 +227,24 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float)
         base = _stitch([chosen[fold][0] for fold in folds], name)
         edges.append(_edge(name, agent_series, base, trial_returns, n_configurations, wins, len(folds),
                            periods_per_year))
-    summary = _summary(trials, chosen, per_fold, baselines, edges)
+    summary = _summary(chosen, per_fold, baselines, edges)
     return Verdict(per_fold=per_fold, summary=summary, edges=edges, pbo=_pbo(trial_returns),
                    returns=trial_returns, selected=selected, n_folds=len(folds), n_seeds=len(seeds),
                    n_configurations=n_configurations)
 
 
-def _summary(trials: list[ScoredTrial], chosen: dict[int, list[ScoredTrial]], per_fold: pd.DataFrame,
+def _summary(chosen: dict[int, list[ScoredTrial]], per_fold: pd.DataFrame,
              baselines: list[str], edges: list[Edge]) -> pd.DataFrame:
-    """Across folds x seeds for the agent, across folds for the baselines."""
+    """Across folds x seeds for the agent, across folds for the baselines; the evidence against each."""
     agent = pd.DataFrame([t.report.table.loc[AGENT] for members in chosen.values() for t in members])
     rows = {AGENT: {"sharpe_mean": agent["sharpe"].mean(), "sharpe_std": agent["sharpe"].std(ddof=0),
                     "return_mean": agent["total_return"].mean(), "return_std": agent["total_return"].std(ddof=0),
                     "trades_median": per_fold.xs(AGENT, level="strategy")["trades"].median(),
-                    "wins": np.nan, "dsr": np.nan, "results": len(agent)}}
+                    "agent_wins": np.nan, "dsr_of_excess": np.nan, "results": len(agent)}}
     for name, edge in zip(baselines, edges):
         frame = per_fold.xs(name, level="strategy")
         rows[name] = {"sharpe_mean": frame["sharpe"].mean(), "sharpe_std": frame["sharpe"].std(ddof=0),
                       "return_mean": frame["total_return"].mean(), "return_std": frame["total_return"].std(ddof=0),
-                      "trades_median": frame["trades"].median(), "wins": edge.wins, "dsr": edge.dsr,
-                      "results": len(frame)}
+                      "trades_median": frame["trades"].median(), "agent_wins": edge.wins,
+                      "dsr_of_excess": edge.dsr, "results": len(frame)}
     return pd.DataFrame.from_dict(rows, orient="index")

@@ -30,7 +30,7 @@ def fold_table(verdict: Verdict) -> pd.DataFrame:
     """The per-fold table for printing: one row per fold and strategy, the test period in the first row."""
     frame = verdict.per_fold.reset_index()
     first = ~frame["fold"].duplicated()
-    label = [f"{row.fold + 1}: {row.test_start:%Y-%m-%d}..{row.test_end:%Y-%m-%d}" if is_first else ""
+    label = [f"{row.fold}: {row.test_start:%Y-%m-%d}..{row.test_end:%Y-%m-%d}" if is_first else ""
              for row, is_first in zip(frame.itertuples(), first)]
     shown = frame[list(FOLD_COLUMNS)].copy()
     shown.insert(0, "strategy", frame["strategy"])
@@ -43,10 +43,11 @@ def print_verdict(console: Console, verdict: Verdict, title: str) -> None:
                 title=f"{title}: each fold's test part (agent: the configuration chosen on that fold's validation "
                       "part, mean over its seeds)")
     print_frame(console, verdict.summary, first_column="strategy",
-                title="Across folds (agent: folds x seeds); wins = folds where the agent's Sharpe is higher")
+                title="Across folds (agent: folds x seeds); agent_wins: folds where its Sharpe is higher; "
+                      "dsr_of_excess: deflated Sharpe ratio of its returns in excess of the baseline")
     for fold, point in verdict.selected.items():
         if point != "default":
-            console.print(f"fold {fold + 1}: chosen on validation: {point}")
+            console.print(f"fold {fold}: chosen on validation: {point}")
     console.print(f"verdict over {verdict.scope()}:")
     for line in verdict.lines():
         console.print(f"  [bold]{line}[/bold]")
@@ -67,7 +68,7 @@ def plot_folds(verdict: Verdict, scored: list[tuple[Trial, EvaluationReport]], p
         baselines = members[0][1].series.drop(columns=[AGENT])
         for column in baselines:
             ax.plot(baselines.index, baselines[column], linewidth=0.9, label=column)
-        ax.set_title(f"fold {fold + 1}: {verdict.selected[fold]}", fontsize=9)
+        ax.set_title(f"fold {fold}: {verdict.selected[fold]}", fontsize=9)
         ax.set_ylabel("equity")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=3)

@@ -24,7 +24,7 @@ from envs.splits import Fold, Protocol
 from envs.trading.data import timeframe_delta
 from envs.trading.features import FEATURE_NAMES, WARMUP_BARS, compute_features
 from envs.trading.ledger import Ledger
-from envs.trading.sources import load_source_bars
+from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT / "data" / "raw" / "BTC-USD_1h.parquet"
@@ -46,6 +46,7 @@ class TradingConfig:
     timeframe: str | None = None  # None: read from the parquet's metadata (synthetic: 1h)
     synthetic_bars: int = 20_000
     synthetic_seed: int = 0
+    synthetic_model: str = "regimes"  # envs.trading.sources.SYNTHETIC_MODELS: regimes, random_walk, planted_signal
     split: str = "train"
     # The time splits: `protocol` (envs.splits.Protocol as a mapping; the platform fills it from
     # evaluation.protocol) and which of its folds this env is; without it, the holdout split_fractions.
@@ -82,6 +83,9 @@ class TradingConfig:
     def validate(self) -> None:
         if self.source not in SOURCES:
             raise InputError(f"trading env: source {self.source!r} must be one of {', '.join(SOURCES)}")
+        if self.synthetic_model not in SYNTHETIC_MODELS:
+            raise InputError(f"trading env: synthetic_model {self.synthetic_model!r} must be one of "
+                             f"{', '.join(SYNTHETIC_MODELS)}")
         if self.split not in SPLITS:
             raise InputError(f"trading env: split {self.split!r} must be one of {', '.join(SPLITS)}")
         if self.positions not in POSITION_SETS:
@@ -172,6 +176,12 @@ class SpotTradingEnv(gym.Env):
         self._closes = self.market.closes.tolist()
         self._row_size = n_features
         self._flat_features = np.ascontiguousarray(self.market.features, dtype=np.float32).reshape(-1)
+
+    def split_periods(self) -> dict[str, tuple[str, str]]:
+        """First and last bar of each part of this env's fold, e.g. {"train": ("2017-07-05", "2018-09-28")}."""
+        stamps = self.market.timestamps
+        return {name: (f"{stamps[lo]:%Y-%m-%d}", f"{stamps[hi - 1]:%Y-%m-%d}")
+                for name, (lo, hi) in self.market.bounds.items()}
 
     def _episode_bounds(self) -> tuple[int, int]:
         """First decision row and last row reached; the last fill (row hi - 1) stays inside the split."""

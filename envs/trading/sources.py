@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.canaries import planted_signal_bars, random_walk_bars
 from envs.trading.data import load_bars
+from envs.trading.synthetic import synthetic_bars
 
 if TYPE_CHECKING:
     from envs.trading.env import TradingConfig
@@ -20,11 +22,18 @@ def bars_path(cfg: "TradingConfig") -> Path:
     return Path(cfg.data_dir) / f"{cfg.symbol}_{cfg.timeframe or '1h'}.parquet"
 
 
+# synthetic_model -> generator(symbol, timeframe, n_bars, seed) of SYNTHETIC bars.
+SYNTHETIC_MODELS: dict[str, Callable[[str, str, int, int], pd.DataFrame]] = {
+    "regimes": synthetic_bars,                # crypto-like: regimes, GARCH-t volatility (the default)
+    "random_walk": random_walk_bars,          # canary: nothing is predictable
+    "planted_signal": planted_signal_bars,    # canary: a strong, learnable edge
+}
+
+
 def load_source_bars(cfg: "TradingConfig") -> pd.DataFrame:
     if cfg.source == "synthetic":
-        from envs.trading.synthetic import synthetic_bars
-
-        return synthetic_bars(cfg.symbol, cfg.timeframe or "1h", cfg.synthetic_bars, cfg.synthetic_seed)
+        generate = SYNTHETIC_MODELS[cfg.synthetic_model]
+        return generate(cfg.symbol, cfg.timeframe or "1h", cfg.synthetic_bars, cfg.synthetic_seed)
     path = bars_path(cfg)
     if not path.exists() and not cfg.data_path:
         raise InputError(f"{path}: no local data for {cfg.symbol} {cfg.timeframe or '1h'}: fetch it with "

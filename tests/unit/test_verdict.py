@@ -1,0 +1,109 @@
+"""The verdict's statistics against hand computation, and its judgement on made-up trials."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from envs.report import EvaluationReport
+from experiments.verdict import ScoredTrial, _pbo, build_verdict, per_period_sharpe, select_configurations
+
+EULER = 0.5772156649015329
+
+
+def hand_dsr(returns: np.ndarray, n_trials: int, sharpe_variance: float, raw_kurtosis: bool = True) -> float:
+    """Bailey & Lopez de Prado (2014), written out: PSR at the deflated benchmark SR0.
+
+    SR0 = sqrt(V) * ((1 - g) * z(1 - 1/N) + g * z(1 - 1/(N e))); PSR = Phi((SR - SR0) sqrt(T - 1) /
+    sqrt(1 - skew SR + (kurt - 1) / 4 SR^2)) with the raw (not excess) kurtosis."""
+    t = len(returns)
+    sr = returns.mean() / returns.std()
+    skew = stats.skew(returns, bias=False)
+    kurtosis = stats.kurtosis(returns, bias=False) + (3.0 if raw_kurtosis else 0.0)  # scipy's is excess
+    sr0 = 0.0 if n_trials == 1 else math.sqrt(sharpe_variance) * (
+        (1 - EULER) * stats.norm.ppf(1 - 1 / n_trials) + EULER * stats.norm.ppf(1 - 1 / (n_trials * math.e)))
+    z = (sr - sr0) * math.sqrt(t - 1) / math.sqrt(1 - skew * sr + (kurtosis - 1) / 4 * sr ** 2)
+    return float(stats.norm.cdf(z))
+
+
+def report(returns: dict[str, np.ndarray], start: str) -> EvaluationReport:
+    """A trading-like report: per-bar log returns and the matching table rows."""
+    index = pd.date_range(start, periods=len(next(iter(returns.values()))), freq="h", tz="UTC")
+    frame = pd.DataFrame(returns, index=index)
+    table = pd.DataFrame({name: {"total_return": float(np.expm1(r.sum())), "sharpe": per_period_sharpe(r) * 93.6,
+                                 "trades": 10.0} for name, r in returns.items()}).T
+    return EvaluationReport("made up", table, {}, np.exp(frame.cumsum()), "equity", returns=frame)
+
+
+def test_deflated_sharpe_matches_the_formula():
+    from purgedcv import deflated_sharpe_ratio_full
+
+    rng = np.random.default_rng(3)
+    returns = rng.standard_t(5, 500) * 0.01 + 0.002  # fat tails: the kurtosis convention matters
+    for n_trials, variance in ((1, 0.0), (10, 0.002), (100, 0.01)):
+        ours = deflated_sharpe_ratio_full(returns, n_trials=n_trials, var_sharpe=variance).dsr
+        assert ours == pytest.approx(hand_dsr(returns, n_trials, variance), abs=1e-12)
+        # Excess kurtosis in the formula would give another answer: the check can tell the conventions apart.
+        assert abs(ours - hand_dsr(returns, n_trials, variance, raw_kurtosis=False)) > 1e-6
+
+
+def test_pbo_on_hand_cases():
+    """Two configurations, two blocks. A is better in both blocks: the in-sample winner always stays on
+    top (PBO 0). A wins block 1 and B wins block 2: the winner always loses out of sample (PBO 1)."""
+    a = np.r_[np.full(10, 0.02), np.full(10, 0.01)] + np.tile([0.001, -0.001], 10)
+    b = a - 0.005
+    assert _pbo(pd.DataFrame({"a": a, "b": b})).pbo == 0.0
+    swapped = np.r_[b[:10], a[10:] + 0.02]
+    assert _pbo(pd.DataFrame({"a": a, "b": swapped})).pbo == 1.0
+    assert _pbo(pd.DataFrame({"a": a})) is None  # one trial: nothing to overfit
+
+
+def test_selection_uses_the_mean_validation_score_over_seeds():
+    r = report({"agent": np.zeros(5), "flat": np.zeros(5)}, "2024-01-01")
+    trials = [ScoredTrial(0, 0, "lr=1", 10.0, r), ScoredTrial(0, 1, "lr=1", -8.0, r),
+              ScoredTrial(0, 0, "lr=2", 2.0, r), ScoredTrial(0, 1, "lr=2", 3.0, r)]
+    assert select_configurations(trials, "max") == {0: "lr=2"}  # 2.5 beats 1.0 despite the single 10
+    assert select_configurations(trials, "min") == {0: "lr=1"}
+
+
+def _trials(agent_drift: float, folds: int = 4, seeds: int = 2, bars: int = 400, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    trials = []
+    for fold in range(folds):
+        start = pd.Timestamp("2024-01-01") + pd.Timedelta(hours=bars * fold)
+        market = rng.normal(0.0, 0.01, bars)
+        for s in range(seeds):
+            agent = rng.normal(agent_drift, 0.005, bars)
+            trials.append(ScoredTrial(fold, s, "default", float(agent.sum()),
+                                      report({"agent": agent, "buy_and_hold": market, "flat": np.zeros(bars)},
+                                             str(start))))
+    return trials
+
+
+def test_a_real_edge_is_supported_and_noise_is_not():
+    strong = build_verdict(_trials(0.002), "max", periods_per_year=8760)
+    assert all(edge.supported for edge in strong.edges)
+    assert strong.lines()[0].startswith("edge over buy_and_hold: supported (DSR 1.00")
+    noise = build_verdict(_trials(-0.0002, seed=1), "max", periods_per_year=8760)
+    assert not any(edge.supported for edge in noise.edges)
+    assert noise.returns.shape == (1600, 2)  # 4 folds x 400 bars on one axis, 2 seeds as trial columns
+    assert noise.pbo is not None and 0.0 <= noise.pbo.pbo <= 1.0
+
+
+def test_one_split_or_one_seed_is_labelled():
+    verdict = build_verdict(_trials(0.002, folds=1, seeds=1), "max", periods_per_year=8760)
+    assert verdict.caveats == ["one split", "one seed"]
+    assert all(line.endswith("; one split, one seed)") for line in verdict.lines())
+    assert "not enough for a verdict" in verdict.scope()
+
+
+def test_an_agent_that_never_trades_has_no_evidence_against_flat():
+    trials = _trials(0.0)
+    for trial in trials:
+        trial.report.returns["agent"] = 0.0
+    verdict = build_verdict(trials, "max", periods_per_year=8760)
+    flat = next(edge for edge in verdict.edges if edge.baseline == "flat")
+    assert math.isnan(flat.dsr) and not flat.supported
