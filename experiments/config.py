@@ -50,6 +50,12 @@ class ReplayBufferSection(Section):
     beta: float = Field(default=0.4, ge=0)
 
 
+# Env steps/s of each training implementation relative to stock RLlib DQN, for time estimates: FastDQN ran
+# 1,030-1,340 env steps/s per trial on conf/dqn_btc.yaml walk-forward folds, 2 trials at once on 2 cores,
+# where the cpu preset declares 300 for stock RLlib (docs/benchmarks.md has the single-trial ratio, 2.9x).
+IMPLEMENTATION_SPEEDUP = {"rllib": 1.0, "fast": 3.5}
+
+
 class TrainingSection(Section):
     # rllib: RLlib's DQN as shipped (prioritized or uniform episode replay). fast: algos.fast_dqn.FastDQN,
     # the same RLModule and loss with a flat numpy replay (uniform only) and several minibatch updates

@@ -15,7 +15,7 @@ import yaml
 from rich.console import Console
 
 from envs.errors import InputError
-from experiments.config import ExperimentConfig, load_experiment
+from experiments.config import IMPLEMENTATION_SPEEDUP, ExperimentConfig, load_experiment
 from experiments.hardware import estimate, resolve_plan, select_preset
 from experiments.protocol import FOLD_KEY, fold_indices
 from experiments.search_space import describe as describe_space
@@ -142,8 +142,10 @@ def print_plan(console: Console, exp: ExperimentConfig, args: argparse.Namespace
     console.print(f"[bold]{exp.name}[/bold]: {exp.environment.env} ({exp.num_trials()} trial(s))")
     console.print(f"hardware preset: {preset.name} (chosen by {reason})")
     console.print(plan.describe())
-    console.print(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp)).describe()
-                  + " [estimate from the preset's declared env steps/s]")
+    speedup = IMPLEMENTATION_SPEEDUP[exp.training.implementation]
+    console.print(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup).describe()
+                  + f" [estimate from the preset's declared env steps/s x {speedup:g} for training.implementation "
+                  f"{exp.training.implementation}]")
     if exp.tune.search_space:
         console.print("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
     return preset, plan

@@ -152,8 +152,11 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
         chosen_run = run_of_trial(client, state.experiment_id, state.parent_run_id, outcome.chosen.trial_id)
         if outcome.verdict is not None:
             verdicts[group] = outcome.verdict
+            market = outcome.report.title.split(" test period")[0]
             if len(groups) == 1:
-                print_verdict(console, outcome.verdict, outcome.report.title.split(" test period")[0])
+                print_verdict(console, outcome.verdict, market)
+            else:
+                console.print(f"{group} ({market}, {outcome.verdict.scope()}): {outcome.verdict.lines()[0]}")
             log_verdict(client, state.parent_run_id, outcome.verdict, outcome.scored, out_dir / f"verdict{suffix}",
                         named)
         else:

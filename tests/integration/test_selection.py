@@ -127,3 +127,29 @@ def test_same_file_samples_the_same_sweep(ray_session, tmp_path):
         assert sorted(seed for value, seed in first if value == lr) == [0, 1]
     other = _sampled(tmp_path, "other", [*overrides, "tune.search_seed=1"])
     assert {lr for lr, _ in other} != lrs
+
+
+def test_same_seed_same_training(ray_session):
+    """A trial is reproducible from the file: the same seed gives the same training and validation
+    numbers (FastDQN, CPU, one torch thread; docs/verdicts.md gives the spread when they are not)."""
+    from algos.dqn import build_dqn_config
+    from experiments.hardware import resolve_plan, select_preset
+
+    exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["training.implementation=fast",
+                                                       "training.replay_buffer.type=uniform",
+                                                       "reporting.min_sample_timesteps_per_iteration=1500"])
+    preset, _ = select_preset("cpu", {}, None)
+    plan = resolve_plan(preset, exp.timeframe, 1)
+
+    def history(seed: int) -> list[tuple[float, float]]:
+        algo = build_dqn_config(exp, plan, seed=seed).build_algo()
+        try:
+            results = [algo.train() for _ in range(2)]
+        finally:
+            algo.stop()
+        return [(r["evaluation"]["env_runners"]["episode_return_mean"],
+                 r["learners"]["default_policy"]["qf_loss"]) for r in results]
+
+    first = history(0)
+    assert first == history(0)
+    assert first != history(1)
