@@ -85,7 +85,8 @@ def _fmt(value: Any) -> str:
     if isinstance(value, (float, np.floating)) and np.isnan(value):
         return "-"
     if isinstance(value, (float, np.floating)):
-        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4f}"
+        # Counts (trades, episodes) are whole numbers: no decimals for them.
+        return f"{value:,.0f}" if abs(value) >= 1e4 or (value == int(value) and value != 0) else f"{value:.4f}"
     return str(value)
 
 

@@ -32,6 +32,7 @@ def apply_protocol(exp: "ExperimentConfig", source: str) -> None:
     if protocol is None:
         return
     env_id, env_config, space = exp.environment.env, exp.environment.env_config, exp.tune.search_space
+    envs.require_registered(env_id)  # an unknown id first gets its "did you mean"
     if not envs.supports_folds(env_id):
         with_folds = ", ".join(k for k in envs.ENVIRONMENTS if envs.supports_folds(k))
         raise InputError(f"{source}: evaluation.protocol: {env_id} has no time axis to cut into folds: remove "

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 import pandas as pd
 from rich.console import Console
 
@@ -140,6 +139,10 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
     from experiments.verdict_report import group_table, log_verdict, print_verdict
 
     groups = trials_by_group(results, params, exp)
+    failed = [r for r in results if r.error is not None]
+    if failed:
+        console.print(f"[yellow]note: {len(failed)} trial(s) failed and are left out of the scores: "
+                      f"{'; '.join(str(r.error).splitlines()[0] for r in failed[:3])}[/yellow]")
     verdicts: dict[str, Verdict] = {}
     for group, trials in groups.items():
         outcome = judge_group(trials, exp, console)

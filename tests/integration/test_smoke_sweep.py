@@ -85,3 +85,20 @@ def test_best_policy_is_registered_and_loads(smoke_run):
     observations = np.array([env.reset(seed=s)[0] for s in range(5)], dtype=np.float32)
     actions = model.predict(observations)
     assert actions.shape == (5,) and set(actions) <= {0, 1}
+
+
+def test_the_scored_checkpoint_is_the_best_by_validation(smoke_run):
+    """The registered and backtested checkpoint is the one with the best validation return of all
+    trials and iterations (each iteration is checkpointed in the smoke run), not the newest."""
+    _, client, _ = smoke_run
+    experiment_id = client.get_experiment_by_name("smoke").experiment_id
+    runs = client.search_runs([experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
+    history = [(m.value, m.step) for r in runs if r.data.tags.get("mlflow.parentRunId")
+               for m in client.get_metric_history(r.info.run_id, "selection_score")]
+    best_value, best_step = max(history)
+    assert float(parent.data.tags["best_checkpoint_score"]) == best_value
+    assert int(parent.data.tags["best_checkpoint_iteration"]) == best_step
+    validation = [m.value for r in runs if r.data.tags.get("mlflow.parentRunId")
+                  for m in client.get_metric_history(r.info.run_id, "evaluation/env_runners/episode_return_mean")]
+    assert best_value == max(validation)  # selection_score is tune.metric, copied flat
