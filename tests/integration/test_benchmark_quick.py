@@ -18,16 +18,6 @@ NEEDS_SB3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is 
                                reason='stable-baselines3 (the peer) is not installed: pip install -e ".[bench]"')
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def _document(tmp_path, name):
     return json.loads((tmp_path / f"{name}.json").read_text())
 

@@ -18,18 +18,6 @@ THRESHOLD = 100.0   # greedy evaluation return (random play: about 20)
 MAX_ITERATIONS = 15  # x 1000 env steps
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-    import torch
-
-    torch.set_num_threads(1)
-    ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def _config(*overrides: str):
     from algos.dqn import build_dqn_config
     from experiments.config import load_experiment
