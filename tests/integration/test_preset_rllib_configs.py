@@ -63,7 +63,8 @@ def test_searched_env_key_is_drawn_once_for_training_and_evaluation():
     from experiments.sweep import build_param_space
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", [
-        "tune.search_space={environment.env_config.symbol: {grid: [AAA, BBB, CCC]}, training.lr: {choice: [0.1, 0.2]}}"])
+        "tune.search_space={environment.env_config.symbol: {grid: [AAA, BBB, CCC]}, training.lr: {choice: [0.1, 0.2]}}",
+        "evaluation.protocol=holdout", "tune.seeds=[0]"])
     plan = resolve_plan(load_preset("cpu"), exp.timeframe, exp.num_trials())
     params = build_param_space(exp, plan)
     variants = [config for _, config in generate_variants(params.space)]

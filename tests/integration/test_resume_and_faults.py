@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 def command(out: Path, *overrides: str, resume: bool = False) -> list[str]:
     args = [sys.executable, "-m", "experiments.run", str(REPO / "conf/dqn_btc.yaml"), "--smoke-test",
-            "--no-dashboard", "--output", str(out), "--set", f"tracking.tracking_uri=sqlite:///{out / 'mlflow.db'}"]
+            "--no-dashboard", "--output", str(out), "--set", f"tracking.tracking_uri=sqlite:///{out / 'mlflow.db'}",
+            "--set", "evaluation.protocol=holdout"]  # one split: trial counts as in the tests below
     for item in overrides:
         args += ["--set", item]
     return args + (["--resume"] if resume else [])
@@ -82,18 +83,20 @@ def trial_workers() -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "name"]):
         text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["name"] or "")
-        if "ray::DQN" in text:
+        if "ray::DQN" in text or "ray::FastDQN" in text:
             found.append(proc)
     return found
 
 
 def test_killed_trial_worker_is_retried_from_checkpoint(tmp_path):
+    # Iterations long enough (2000 env steps) that the worker can be killed before the trial ends.
     overrides = ("tune.search_space={}", "tune.num_samples=1", "tune.max_failures=2",
-                 "tune.stop={training_iteration: 4}", "tune.checkpoint.frequency=1")
+                 "tune.stop={training_iteration: 4}", "tune.checkpoint.frequency=1",
+                 "reporting.min_sample_timesteps_per_iteration=2000")
     proc = subprocess.Popen(command(tmp_path, *overrides), cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: list(tmp_path.glob("dqn_btc/tune/*/DQN*/checkpoint_000001")) and trial_workers(),
+        wait_for(lambda: list(tmp_path.glob("dqn_btc/tune/*/*DQN*/checkpoint_000001")) and trial_workers(),
                  240, proc)
         for worker in trial_workers():
             os.kill(worker.pid, signal.SIGKILL)
@@ -101,11 +104,11 @@ def test_killed_trial_worker_is_retried_from_checkpoint(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    results = next(tmp_path.glob("dqn_btc/tune/*/DQN*/result.json")).read_text().splitlines()
+    results = next(tmp_path.glob("dqn_btc/tune/*/*DQN*/result.json")).read_text().splitlines()
     iterations = [json.loads(line)["training_iteration"] for line in results]
     assert iterations[-1] == 4
     assert len(iterations) > len(set(iterations)) or iterations != sorted(set(iterations)) or \
-        any(tmp_path.glob("dqn_btc/tune/*/DQN*/error.txt"))
+        any(tmp_path.glob("dqn_btc/tune/*/*DQN*/error.txt"))
     _, all_runs = runs(tmp_path)
     children = [r for r in all_runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(children) == 1 and children[0].info.status == "FINISHED"

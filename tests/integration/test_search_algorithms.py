@@ -16,6 +16,7 @@ def test_optuna_with_asha_sweep_runs(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = main([str(REPO / "conf/dqn_btc.yaml"), "--smoke-test", "--no-dashboard", "--output", str(tmp_path),
                  "--set", f"tracking.tracking_uri={uri}", "--set", "tune.search_alg=optuna",
+                 "--set", "evaluation.protocol=holdout", "--set", "tune.seeds=[0]",  # optuna: no folds, one seed
                  "--set", "tune.search_space={training.lr: {loguniform: [0.0001, 0.001]}}",
                  "--set", "tune.num_samples=3", "--set", "tune.max_concurrent_trials=1",
                  "--set", "tune.scheduler={type: asha, grace_period: 1, reduction_factor: 2}",

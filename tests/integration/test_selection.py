@@ -91,7 +91,7 @@ def _sampled(tmp_path: Path, name: str, overrides: list[str]) -> list[tuple[floa
     from experiments.hardware import resolve_plan, select_preset
     from experiments.sweep import build_param_space, search_algorithm
 
-    exp = load_experiment(REPO / "conf/dqn_btc.yaml", overrides)
+    exp = load_experiment(REPO / "conf/dqn_btc.yaml", [*overrides, "evaluation.protocol=holdout"])
     preset, _ = select_preset("cpu", {}, None)
     params = build_param_space(exp, resolve_plan(preset, exp.timeframe, exp.num_trials()))
 

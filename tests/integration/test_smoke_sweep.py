@@ -8,6 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from envs.trading.env import SpotTradingEnv
+from experiments.config import load_experiment
 from experiments.run import main
 from tests.conftest import REPO
 
@@ -36,9 +37,11 @@ def test_exit_code_and_runs(smoke_run):
     assert len(parents) == 1 and len(children) == 2
     assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in children)
     assert all(r.info.status == "FINISHED" for r in runs)
+    # The smoke test keeps the two most recent walk-forward folds and samples one searched point for both.
+    assert sorted(r.data.tags["fold"] for r in children) == ["2", "3"]
+    assert {r.data.params["training.n_step"] for r in children} in ({"1"}, {"3"})
     for child in children:
-        assert {"training.lr", "training.gamma", "seed", "hardware/preset"} <= set(child.data.params)
-        assert float(child.data.params["training.lr"]) != 0.0005  # the searched value, not the YAML default
+        assert {"training.n_step", "environment.env_config.fold", "seed", "hardware/preset"} <= set(child.data.params)
         history = client.get_metric_history(child.info.run_id, "env_runners/num_env_steps_sampled_lifetime")
         assert [m.step for m in history] == [1, 2] and history[-1].value > history[0].value
     assert "eval/sharpe" in parents[0].data.metrics and "eval/buy_and_hold_sharpe" in parents[0].data.metrics
@@ -52,7 +55,11 @@ def test_checkpoint_and_evaluation_artifacts(smoke_run):
     assert {"evaluation", "best_checkpoint", "experiment.yaml"} <= artifacts
     evaluation = {a.path for a in client.list_artifacts(parent.info.run_id, "evaluation")}
     assert {"evaluation/evaluation.csv", "evaluation/evaluation.png"} <= evaluation
-    assert list(out.glob("dqn_btc/tune/dqn_btc-*/DQN*/checkpoint_*"))  # Tune kept checkpoints
+    assert list(out.glob("dqn_btc/tune/dqn_btc-*/*DQN*/checkpoint_*"))  # Tune kept checkpoints
+    verdict = {a.path for a in client.list_artifacts(parent.info.run_id, "verdict")}
+    assert {"verdict/per_fold.csv", "verdict/summary.csv", "verdict/verdict.txt", "verdict/oos_returns.parquet",
+            "verdict/folds.png"} <= verdict
+    assert {"verdict/dsr/buy_and_hold", "verdict/wins/flat", "verdict/agent_sharpe_mean"} <= set(parent.data.metrics)
 
 
 def test_buy_and_hold_row_matches_hand_computation(smoke_run):
@@ -62,8 +69,11 @@ def test_buy_and_hold_row_matches_hand_computation(smoke_run):
     local = client.download_artifacts(parent.info.run_id, "evaluation/evaluation.csv")
     table = pd.read_csv(local, index_col=0)
     assert list(table.index) == ["agent", "buy_and_hold", "flat", "sma_24_96"]
-    env = SpotTradingEnv({"data_path": str(REPO / "data/raw/BTC-USD_1h.parquet"), "split": "test"})
+    # The registered policy is the most recent fold's: its evaluation is on fold 3's test window.
+    env = SpotTradingEnv({**load_experiment(REPO / "conf/dqn_btc.yaml").environment.env_config, "fold": 3,
+                          "split": "test"})
     lo, hi = env.market.bounds["test"]
+    assert hi == len(env.market.closes)
     fill = env.market.opens[lo + 1] * (1 + 2e-4)      # conf: slippage 2 bps
     units = 1.0 / ((1 + 10e-4) * fill)                # conf: fee 10 bps on the entry
     expected = units * env.market.closes[hi - 1] - 1.0
@@ -88,17 +98,17 @@ def test_best_policy_is_registered_and_loads(smoke_run):
 
 
 def test_the_scored_checkpoint_is_the_best_by_validation(smoke_run):
-    """The registered and backtested checkpoint is the one with the best validation return of all
-    trials and iterations (each iteration is checkpointed in the smoke run), not the newest."""
+    """The registered checkpoint is the one with the best validation return of all iterations of the most
+    recent fold's trials (each iteration is checkpointed in the smoke run), not the newest."""
     _, client, _ = smoke_run
     experiment_id = client.get_experiment_by_name("smoke").experiment_id
     runs = client.search_runs([experiment_id])
     parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
-    history = [(m.value, m.step) for r in runs if r.data.tags.get("mlflow.parentRunId")
-               for m in client.get_metric_history(r.info.run_id, "selection_score")]
+    latest = [r for r in runs if r.data.tags.get("fold") == "3"]
+    history = [(m.value, m.step) for r in latest for m in client.get_metric_history(r.info.run_id, "selection_score")]
     best_value, best_step = max(history)
     assert float(parent.data.tags["best_checkpoint_score"]) == best_value
     assert int(parent.data.tags["best_checkpoint_iteration"]) == best_step
-    validation = [m.value for r in runs if r.data.tags.get("mlflow.parentRunId")
+    validation = [m.value for r in latest
                   for m in client.get_metric_history(r.info.run_id, "evaluation/env_runners/episode_return_mean")]
     assert best_value == max(validation)  # selection_score is tune.metric, copied flat
