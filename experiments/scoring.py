@@ -27,7 +27,7 @@ from experiments.policy import load_greedy_policy
 from experiments.protocol import FOLD_KEY
 from experiments.sweep import ParamSpace, ScoredCheckpoint, best_checkpoint, searched_values
 from experiments.tracking import log_metrics, run_of_trial
-from experiments.verdict import ScoredTrial, Verdict, build_verdict
+from experiments.verdict import ScoredTrial, Verdict, build_verdict, family_threshold
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -111,8 +111,9 @@ class GroupOutcome:
     verdict: Verdict | None                        # None for families that report no returns
 
 
-def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console) -> GroupOutcome:
-    """Score a group's trials and, where the family reports returns, build its verdict."""
+def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, threshold: float) -> GroupOutcome:
+    """Score a group's trials and, where the family reports returns, build its verdict (an edge needs a
+    DSR of at least `threshold`)."""
     env_id = exp.environment.env
     if not envs.supports_folds(env_id):
         chosen = deployable(trials, exp.tune.mode)
@@ -121,7 +122,7 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console) ->
     with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
         scored = [(t, score(t, env_id)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
     verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
-                            exp.tune.mode, periods_per_year(scored[0][1]))
+                            exp.tune.mode, periods_per_year(scored[0][1]), threshold)
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
     report = next(r for t, r in scored if t is chosen)
     return GroupOutcome(chosen.group, chosen, report, scored, verdict)
@@ -144,8 +145,9 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
         console.print(f"[yellow]note: {len(failed)} trial(s) failed and are left out of the scores: "
                       f"{'; '.join(str(r.error).splitlines()[0] for r in failed[:3])}[/yellow]")
     verdicts: dict[str, Verdict] = {}
+    threshold = family_threshold(len(groups))  # 0.95 for one group; stricter when many are judged at once
     for group, trials in groups.items():
-        outcome = judge_group(trials, exp, console)
+        outcome = judge_group(trials, exp, console, threshold)
         named = None if group == ALL else group
         suffix = "" if named is None else f"/{named}"
         for trial, report in outcome.scored:  # each child run gets its own test-part scores
@@ -174,7 +176,8 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
         table.to_csv(path)
         client.log_artifact(state.parent_run_id, str(path), "verdict")
         print_frame(console, table, first_column=exp.tune.group_by.split(".")[-1],
-                    title=f"Verdict per {exp.tune.group_by.split('.')[-1]} (agent vs buy-and-hold over its folds)")
+                    title=f"Verdict per {exp.tune.group_by.split('.')[-1]} (agent vs buy-and-hold over its folds; "
+                          f"an edge needs DSR >= {threshold:.4g}: 0.95 adjusted for {len(verdicts)} verdicts at once)")
 
 
 def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClient", state: "SweepState",

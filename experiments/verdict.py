@@ -14,13 +14,14 @@ are its test results. Across folds:
   out-of-sample return series on one time axis (one column per configuration x seed).
 
 An edge over a baseline is *supported* when its DSR is at least 0.95 and the agent wins more than half
-of the folds against it. DSR and PBO come from `purgedcv` (pinned; checked against the formulas by
+of the folds against it; when several groups (coins) are judged at once, the DSR threshold is
+Bonferroni-adjusted (`family_threshold`), or one coin in twenty would pass by luck. DSR and PBO come from `purgedcv` (pinned; checked against the formulas by
 hand in tests/unit/test_verdict.py). A verdict from one split or one seed says so.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from purgedcv import deflated_sharpe_ratio_full, probability_of_backtest_overfit
 
 from envs.report import EvaluationReport
 
-DSR_THRESHOLD = 0.95
+DSR_THRESHOLD = 0.95  # for one verdict; n verdicts at once (coins) use 1 - 0.05 / n (family_threshold)
 AGENT = "agent"
 PBO_MAX_BLOCKS = 16      # CSCV's standard S (12,870 splits)
 PBO_MIN_BLOCK_ROWS = 10  # fewer blocks when the series is short
@@ -57,10 +58,11 @@ class Edge:
     sharpe_star: float  # the annualized Sharpe that luck alone reaches over the configurations tried
     wins: int
     folds: int
+    threshold: float = DSR_THRESHOLD
 
     @property
     def supported(self) -> bool:
-        return bool(self.dsr >= DSR_THRESHOLD) and self.wins * 2 > self.folds
+        return bool(self.dsr >= self.threshold) and self.wins * 2 > self.folds
 
 
 @dataclass
@@ -74,7 +76,7 @@ class Verdict:
     n_folds: int
     n_seeds: int
     n_configurations: int
-    notes: list[str] = field(default_factory=list)
+    threshold: float = DSR_THRESHOLD
 
     @property
     def caveats(self) -> list[str]:
@@ -88,6 +90,8 @@ class Verdict:
     def scope(self) -> str:
         text = (f"{self.n_folds} fold(s) x {self.n_seeds} seed(s), {self.n_configurations} configuration(s) "
                 f"tried, {self.returns.shape[1]} trial series")
+        if self.threshold != DSR_THRESHOLD:
+            text += f", DSR threshold {self.threshold:.4g}"
         return text + (f" [{', '.join(self.caveats)}: not enough for a verdict]" if self.caveats else "")
 
     def lines(self) -> list[str]:
@@ -166,8 +170,14 @@ def _pbo(returns: pd.DataFrame) -> Any | None:
     return probability_of_backtest_overfitting(returns.to_numpy().T, n_splits=blocks)
 
 
+def family_threshold(judged: int) -> float:
+    """The DSR an edge needs when `judged` verdicts are read together (e.g. 20 coins): Bonferroni's
+    1 - 0.05 / n, so that luck passes one of them with at most the 5% chance it has for one verdict."""
+    return 1.0 - (1.0 - DSR_THRESHOLD) / max(judged, 1)
+
+
 def _edge(baseline: str, agent_series: list[pd.Series], base: pd.Series, trial_returns: pd.DataFrame,
-          n_configurations: int, wins: int, folds: int, periods_per_year: float) -> Edge:
+          n_configurations: int, wins: int, folds: int, periods_per_year: float, threshold: float) -> Edge:
     trial_sharpes = [per_period_sharpe((trial_returns[c] - base).to_numpy()) for c in trial_returns]
     variance = float(np.var(trial_sharpes, ddof=1)) if len(trial_sharpes) > 1 else 0.0
     results = []
@@ -178,10 +188,10 @@ def _edge(baseline: str, agent_series: list[pd.Series], base: pd.Series, trial_r
         results.append(deflated_sharpe_ratio_full(excess, n_trials=n_configurations, var_sharpe=variance))
     scale = math.sqrt(periods_per_year)
     if not results:
-        return Edge(baseline, float("nan"), 0.0, float("nan"), wins, folds)
+        return Edge(baseline, float("nan"), 0.0, float("nan"), wins, folds, threshold)
     return Edge(baseline, float(np.median([r.dsr for r in results])),
                 float(np.median([r.observed_sr for r in results])) * scale,
-                float(np.median([r.sr_star for r in results])) * scale, wins, folds)
+                float(np.median([r.sr_star for r in results])) * scale, wins, folds, threshold)
 
 
 def _fold_rows(fold: int, members: list[ScoredTrial], point: str) -> dict[tuple[int, str], dict[str, Any]]:
@@ -199,8 +209,9 @@ def _fold_rows(fold: int, members: list[ScoredTrial], point: str) -> dict[tuple[
     return rows
 
 
-def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float) -> Verdict:
-    """The verdict of one group's trials (see the module docstring)."""
+def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
+                  threshold: float = DSR_THRESHOLD) -> Verdict:
+    """The verdict of one group's trials (see the module docstring); `threshold`: the DSR an edge needs."""
     if not trials or any(t.report.returns is None for t in trials):
         raise ValueError("a verdict needs test-period returns for every trial")
     folds = sorted({t.fold for t in trials})
@@ -226,11 +237,11 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float)
         wins = int((agent_sharpes > base_sharpes).sum())
         base = _stitch([chosen[fold][0] for fold in folds], name)
         edges.append(_edge(name, agent_series, base, trial_returns, n_configurations, wins, len(folds),
-                           periods_per_year))
+                           periods_per_year, threshold))
     summary = _summary(chosen, per_fold, baselines, edges)
     return Verdict(per_fold=per_fold, summary=summary, edges=edges, pbo=_pbo(trial_returns),
                    returns=trial_returns, selected=selected, n_folds=len(folds), n_seeds=len(seeds),
-                   n_configurations=n_configurations)
+                   n_configurations=n_configurations, threshold=threshold)
 
 
 def _summary(chosen: dict[int, list[ScoredTrial]], per_fold: pd.DataFrame,

@@ -9,7 +9,14 @@ import pytest
 from scipy import stats
 
 from envs.report import EvaluationReport
-from experiments.verdict import ScoredTrial, _pbo, build_verdict, per_period_sharpe, select_configurations
+from experiments.verdict import (
+    ScoredTrial,
+    _pbo,
+    build_verdict,
+    family_threshold,
+    per_period_sharpe,
+    select_configurations,
+)
 
 EULER = 0.5772156649015329
 
@@ -107,3 +114,15 @@ def test_an_agent_that_never_trades_has_no_evidence_against_flat():
     verdict = build_verdict(trials, "max", periods_per_year=8760)
     flat = next(edge for edge in verdict.edges if edge.baseline == "flat")
     assert math.isnan(flat.dsr) and not flat.supported
+
+
+def test_many_verdicts_at_once_need_a_stricter_dsr():
+    """Twenty coins judged at 0.95 each would show one lucky "edge" on average: Bonferroni's 1 - 0.05/n."""
+    assert family_threshold(1) == 0.95 and family_threshold(20) == pytest.approx(0.9975)
+    trials = _trials(0.0003, seed=1)  # a modest edge: DSR about 0.97 against both baselines
+    alone = build_verdict(trials, "max", periods_per_year=8760)
+    among_twenty = build_verdict(trials, "max", periods_per_year=8760, threshold=family_threshold(20))
+    assert all(0.95 <= edge.dsr < 0.9975 for edge in alone.edges)
+    assert all(edge.supported for edge in alone.edges)
+    assert not any(edge.supported for edge in among_twenty.edges)
+    assert "DSR threshold 0.9975" in among_twenty.scope()
