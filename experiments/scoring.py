@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 
 import envs
 from envs.report import EvaluationReport
@@ -161,7 +162,7 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
             if len(groups) == 1:
                 print_verdict(console, outcome.verdict, market)
             else:
-                console.print(f"{group} ({market}, {outcome.verdict.scope()}): {outcome.verdict.lines()[0]}")
+                console.print(escape(f"{group} ({market}, {outcome.verdict.scope()}): {outcome.verdict.lines()[0]}"))
             log_verdict(client, state.parent_run_id, outcome.verdict, outcome.scored, out_dir / f"verdict{suffix}",
                         named)
         else:
@@ -193,9 +194,9 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
     client.log_artifacts(state.parent_run_id, str(chosen.checkpoint.path), f"best_checkpoint{suffix}")
-    console.print(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
-                  f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
-                  f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})")
+    console.print(escape(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
+                         f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
+                         f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})"))
 
 
 def example_observations(env_id: str, env_config: dict[str, Any]) -> np.ndarray:

@@ -185,7 +185,10 @@ def _edge(baseline: str, agent_series: list[pd.Series], base: pd.Series, trial_r
         excess = (series - base).to_numpy()
         if np.ptp(excess) == 0:  # e.g. an agent that never trades, against flat: no evidence either way
             continue
-        results.append(deflated_sharpe_ratio_full(excess, n_trials=n_configurations, var_sharpe=variance))
+        try:
+            results.append(deflated_sharpe_ratio_full(excess, n_trials=n_configurations, var_sharpe=variance))
+        except ValueError:  # moments too extreme for PSR's normal approximation: no claim from this seed
+            continue
     scale = math.sqrt(periods_per_year)
     if not results:
         return Edge(baseline, float("nan"), 0.0, float("nan"), wins, folds, threshold)

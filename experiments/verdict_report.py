@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from mlflow.tracking import MlflowClient
 from rich.console import Console
+from rich.markup import escape
 
 from envs.report import EvaluationReport
 from experiments.evaluate import print_frame
@@ -47,10 +48,10 @@ def print_verdict(console: Console, verdict: Verdict, title: str) -> None:
                       "dsr_of_excess: deflated Sharpe ratio of its returns in excess of the baseline")
     for fold, point in verdict.selected.items():
         if point != "default":
-            console.print(f"fold {fold}: chosen on validation: {point}")
-    console.print(f"verdict over {verdict.scope()}:")
+            console.print(escape(f"fold {fold}: chosen on validation: {point}"))
+    console.print(escape(f"verdict over {verdict.scope()}:"))  # caveats are in [...]: not markup
     for line in verdict.lines():
-        console.print(f"  [bold]{line}[/bold]")
+        console.print(f"  [bold]{escape(line)}[/bold]")
     for edge in verdict.edges:
         if np.isfinite(edge.sharpe_star):
             console.print(f"  vs {edge.baseline}: excess Sharpe {edge.sharpe:.2f} (annualized) against "

@@ -1,6 +1,7 @@
 """The verdict's statistics against hand computation, and its judgement on made-up trials."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -41,7 +42,8 @@ def report(returns: dict[str, np.ndarray], start: str) -> EvaluationReport:
     index = pd.date_range(start, periods=len(next(iter(returns.values()))), freq="h", tz="UTC")
     frame = pd.DataFrame(returns, index=index)
     table = pd.DataFrame({name: {"total_return": float(np.expm1(r.sum())), "sharpe": per_period_sharpe(r) * 93.6,
-                                 "trades": 10.0} for name, r in returns.items()}).T
+                                 "trades": 10.0, "sortino": 0.0, "max_drawdown": 0.0, "fees_paid": 0.0, "turnover": 0.0}
+                          for name, r in returns.items()}).T
     return EvaluationReport("made up", table, {}, np.exp(frame.cumsum()), "equity", returns=frame)
 
 
@@ -126,3 +128,34 @@ def test_many_verdicts_at_once_need_a_stricter_dsr():
     assert all(edge.supported for edge in alone.edges)
     assert not any(edge.supported for edge in among_twenty.edges)
     assert "DSR threshold 0.9975" in among_twenty.scope()
+
+
+def test_a_seed_whose_moments_break_the_normal_approximation_makes_no_claim():
+    """PSR's denominator 1 - skew*SR + (kurtosis-1)/4*SR^2 uses bias-corrected moments, which can break
+    Pearson's bound and make it negative, e.g. for returns that take two values. purgedcv then raises;
+    that seed gives no evidence instead of crashing the run."""
+    from purgedcv import deflated_sharpe_ratio_full
+
+    two_valued = np.full(400, 0.0047)
+    two_valued[:101] = 0.0147
+    with pytest.raises(ValueError, match="denominator"):
+        deflated_sharpe_ratio_full(two_valued, n_trials=2, var_sharpe=0.0)
+    trials = _trials(0.0, folds=1, seeds=1)
+    trials[0].report.returns["agent"] = two_valued
+    flat = next(edge for edge in build_verdict(trials, "max", periods_per_year=8760).edges
+                if edge.baseline == "flat")
+    assert math.isnan(flat.dsr) and not flat.supported
+
+
+def test_the_printed_verdict_keeps_its_caveats_and_bracketed_choices():
+    """Rich reads '[one seed: ...]' and '[64, 64]' as markup and would silently drop them."""
+    from rich.console import Console
+
+    from experiments.verdict_report import print_verdict
+
+    trials = [dataclasses.replace(t, point="fcnet_hiddens=[64, 64]") for t in _trials(0.002, folds=2, seeds=1)]
+    console = Console(record=True, width=200)
+    print_verdict(console, build_verdict(trials, "max", periods_per_year=8760), "made up")
+    text = console.export_text()
+    assert "[one seed: not enough for a verdict]:" in text
+    assert "chosen on validation: fcnet_hiddens=[64, 64]" in text
