@@ -6,17 +6,15 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from experiments.run import main
-from tests.conftest import REPO, SHARED
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-IOFROL = SHARED / "data/testprio/iofrol.csv"
+IOFROL = REPO / "data/testprio/iofrol.csv"  # bundled: conf/dqn_testprio_iofrol.yaml reads it
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    if not IOFROL.exists():
-        pytest.skip(f"{IOFROL} is absent")
     import ray
 
     ray.shutdown()  # another test module may have left a session behind

@@ -11,10 +11,7 @@ from envs.agents.testprio.features import CLIP, build_features
 from envs.agents.testprio.synthetic import generate_frame, generate_history, write_retecs_csv
 from envs.errors import InputError
 
-REAL_DATA = Path(__file__).resolve().parents[2].parent / "shared/data/testprio"
-needs_real_data = pytest.mark.skipif(
-    not REAL_DATA.is_dir(), reason=f"real CI histories not found at {REAL_DATA} (the shared data folder)"
-)
+REAL_DATA = Path(__file__).resolve().parents[2] / "data/testprio"  # bundled: the shipped confs use it
 
 RETECS_OK = (
     "Id;Name;Duration;CalcPrio;LastRun;LastResults;Verdict;Cycle\n"
@@ -183,7 +180,6 @@ def test_scaling_uses_training_cycles_only():
     assert np.abs(altered.matrix).max() <= CLIP
 
 
-@needs_real_data
 def test_real_retecs_file_loads():
     history = load_history(REAL_DATA / "iofrol.csv")
     assert (history.n_cycles, len(history.test_ids)) == (320, 32260)
@@ -192,7 +188,6 @@ def test_real_retecs_file_loads():
     assert features.dim == 15 and np.isfinite(features.matrix).all()
 
 
-@needs_real_data
 def test_real_enriched_file_loads_and_matches_its_precomputed_history():
     history = load_history(REAL_DATA / "Commons_codec.csv")
     assert (history.n_cycles, len(history.test_ids)) == (615, 3170)

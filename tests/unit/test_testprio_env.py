@@ -12,7 +12,7 @@ import envs  # noqa: F401  (registers the env ids)
 from envs.agents.testprio.env import PairwiseTestPrioritizationEnv, PointwiseTestPrioritizationEnv
 from envs.errors import InputError
 
-REAL_DATA = Path(__file__).resolve().parents[2].parent / "shared/data/testprio"
+REAL_DATA = Path(__file__).resolve().parents[2] / "data/testprio"
 ENV_IDS = ("agents/TestPrioritization-v0", "agents/TestPrioritizationPairwise-v0")
 
 
@@ -119,7 +119,6 @@ def test_bad_config_raises_input_error(config, message):
         PointwiseTestPrioritizationEnv(config)
 
 
-@pytest.mark.skipif(not REAL_DATA.is_dir(), reason=f"real CI histories not found at {REAL_DATA}")
 @pytest.mark.parametrize("file_name", ["iofrol.csv", "Commons_codec.csv"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_real_data_envs_pass_the_env_checker(env_id, file_name):

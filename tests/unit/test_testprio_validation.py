@@ -15,7 +15,7 @@ from envs.agents.testprio.env import (
 )
 from envs.errors import InputError
 
-REAL_DATA = Path(__file__).resolve().parents[2].parent / "shared/data/testprio"
+REAL_DATA = Path(__file__).resolve().parents[2] / "data/testprio"
 
 
 def test_validation_split_sits_between_train_and_test():
@@ -104,7 +104,6 @@ def test_pairwise_env_takes_the_validation_split_and_extended_features():
     assert env.observation_space.contains(observation)
 
 
-@pytest.mark.skipif(not (REAL_DATA / "iofrol.csv").exists(), reason="shared/data/testprio/iofrol.csv absent")
 def test_real_iofrol_validation_split():
     config = parse_config({"data_path": str(REAL_DATA / "iofrol.csv"), "validation_fraction": 0.15})
     data = prepare(config)
