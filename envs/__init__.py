@@ -23,8 +23,8 @@ class EnvFamily:
     entry_point: str  # "module:Class" of the gymnasium.Env
     scorer: str       # "module:function(policy, env_config) -> EvaluationReport" on the held-out part
     # The env takes env_config `protocol` and `fold` (envs.splits), tells its parts' periods with
-    # `split_periods()`, and its reports carry per-period returns: experiments can run walk-forward
-    # folds and end with a verdict (experiments.verdict).
+    # `split_periods()`, and its reports carry per-period returns and periods_per_year: experiments can
+    # run walk-forward folds and end with a verdict (experiments.verdict).
     folds: bool = False
 
 

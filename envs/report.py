@@ -34,3 +34,5 @@ class EvaluationReport:
     # part's time axis. Families that report them get verdicts across folds and seeds
     # (experiments.verdict): deflated Sharpe ratios and the probability of backtest overfitting.
     returns: pd.DataFrame | None = None
+    # How many of those periods make a year (the family knows its calendar): annualizes the verdict's Sharpe.
+    periods_per_year: float | None = None

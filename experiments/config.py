@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envs.errors import InputError
 from envs.splits import Protocol
+from experiments.protocol import apply_protocol
 
 SEARCH_FORMS = ("choice", "grid", "uniform", "quniform", "loguniform", "qloguniform", "randint", "qrandint")
 
@@ -296,8 +297,6 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     except ValidationError as error:
         raise InputError(describe_validation_error(error, str(path))) from None
     _check_search_paths(config, str(path))
-    from experiments.protocol import apply_protocol
-
     apply_protocol(config, str(path))
     _absolute_paths(config.environment.env_config)
     _absolute_paths(config.evaluation.env_config)

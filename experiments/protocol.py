@@ -17,20 +17,14 @@ from envs.splits import Protocol
 if TYPE_CHECKING:
     from experiments.config import ExperimentConfig
 
-FOLD_KEY = "environment.env_config.fold"
-FOLD_PARAM = FOLD_KEY  # how the fold appears among a trial's params (its YAML key)
-
-
-def protocol_of(exp: "ExperimentConfig") -> Protocol | None:
-    value = exp.evaluation.protocol
-    return None if value is None else Protocol.from_dict(value, "evaluation.protocol")
+FOLD_KEY = "environment.env_config.fold"  # the search-space key of the fold, as among a trial's params
 
 
 def apply_protocol(exp: "ExperimentConfig", source: str) -> None:
     """Put the protocol into the env config and its folds into the search space (in place)."""
-    protocol = protocol_of(exp)
-    if protocol is None:
+    if exp.evaluation.protocol is None:
         return
+    protocol = Protocol.from_dict(exp.evaluation.protocol, "evaluation.protocol")
     env_id, env_config, space = exp.environment.env, exp.environment.env_config, exp.tune.search_space
     envs.require_registered(env_id)  # an unknown id first gets its "did you mean"
     if not envs.supports_folds(env_id):

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 
@@ -123,16 +122,10 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
     with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
         scored = [(t, score(t, env_id)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
     verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
-                            exp.tune.mode, periods_per_year(scored[0][1]), threshold)
+                            exp.tune.mode, scored[0][1].periods_per_year, threshold)
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
     report = next(r for t, r in scored if t is chosen)
     return GroupOutcome(chosen.group, chosen, report, scored, verdict)
-
-
-def periods_per_year(report: EvaluationReport) -> float:
-    """Bars per year of a report's return series (from its timestamps), for annualized Sharpe ratios."""
-    index = pd.DatetimeIndex(report.returns.index)
-    return pd.Timedelta(days=365) / pd.Series(index[1:] - index[:-1]).mode().min()
 
 
 def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client: "MlflowClient",

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
-from algos.dqn import SELECTION_SCORE, build_dqn_config, trainable
+from algos.dqn import SELECTION_SCORE, build_dqn_config, lookup, trainable
 from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
@@ -172,13 +172,7 @@ def restore_tuner(exp: ExperimentConfig, path: Path, params: ParamSpace) -> Tune
 
 def searched_values(config: dict[str, Any], params: ParamSpace) -> dict[str, Any]:
     """A trial's searched values under their YAML keys, e.g. {"training.lr": 3.1e-4, "seed": 1}."""
-    values = {}
-    for flat_key, yaml_key in params.search_keys.items():
-        node: Any = config
-        for part in flat_key.split("/"):
-            node = node[part]
-        values[yaml_key] = node
-    return values
+    return {yaml_key: lookup(config, flat_key) for flat_key, yaml_key in params.search_keys.items()}
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ are its test results. Across folds:
 
 An edge over a baseline is *supported* when its DSR is at least 0.95 and the agent wins more than half
 of the folds against it; when several groups (coins) are judged at once, the DSR threshold is
-Bonferroni-adjusted (`family_threshold`), or one coin in twenty would pass by luck. DSR and PBO come from `purgedcv` (pinned; checked against the formulas by
-hand in tests/unit/test_verdict.py). A verdict from one split or one seed says so.
+Bonferroni-adjusted (`family_threshold`), or one coin in twenty would pass by luck. DSR and PBO come
+from `purgedcv` (pinned; checked against the formulas by hand in tests/unit/test_verdict.py). A verdict
+from one split or one seed says so.
 """
 from __future__ import annotations
 

@@ -19,13 +19,10 @@ from envs.report import EvaluationReport
 from experiments.evaluate import print_frame
 from experiments.scoring import Trial
 from experiments.tracking import log_metrics, sanitize_key
-from experiments.verdict import AGENT, Verdict
+from experiments.verdict import AGENT, TABLE_METRICS, Verdict
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
-
-FOLD_COLUMNS = ("total_return", "sharpe", "sortino", "max_drawdown", "trades", "fees_paid", "turnover")
-
 
 def fold_table(verdict: Verdict) -> pd.DataFrame:
     """The per-fold table for printing: one row per fold and strategy, the test period in the first row."""
@@ -33,7 +30,7 @@ def fold_table(verdict: Verdict) -> pd.DataFrame:
     first = ~frame["fold"].duplicated()
     label = [f"{row.fold}: {row.test_start:%Y-%m-%d}..{row.test_end:%Y-%m-%d}" if is_first else ""
              for row, is_first in zip(frame.itertuples(), first)]
-    shown = frame[list(FOLD_COLUMNS)].copy()
+    shown = frame[[m for m in TABLE_METRICS if m in frame]].copy()
     shown.insert(0, "strategy", frame["strategy"])
     shown.insert(0, "fold: test period", label)
     return shown.set_index("fold: test period")

@@ -113,4 +113,5 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
         series=equity_curves,
         series_label="equity (start = 1.0)",
         returns=np.log(equity_curves).diff().iloc[1:],
+        periods_per_year=ppy,
     )

@@ -16,21 +16,14 @@ Like every synthetic market these bars carry `attrs["synthetic"] = True`, and re
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pandas as pd
 
 from envs.trading.data import timeframe_delta, validate_bars
-from envs.trading.synthetic import START
+from envs.trading.synthetic import START, seeded_rng
 
 BAR_VOLATILITY = 0.01  # 1% per bar
 PERSISTENCE = 0.9
-
-
-def _rng(kind: str, symbol: str, seed: int) -> np.random.Generator:
-    digest = hashlib.sha256(f"{kind}\x1f{symbol.strip().upper()}\x1f{int(seed)}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:16], "little"))
 
 
 def _bars(log_returns: np.ndarray, rng: np.random.Generator, symbol: str, timeframe: str,
@@ -51,7 +44,7 @@ def _bars(log_returns: np.ndarray, rng: np.random.Generator, symbol: str, timefr
 
 def random_walk_bars(symbol: str, timeframe: str, n_bars: int, seed: int) -> pd.DataFrame:
     """SYNTHETIC bars whose log returns are i.i.d. N(0, 1%): no edge exists."""
-    rng = _rng("random_walk", symbol, seed)
+    rng = seeded_rng(symbol, seed, "random_walk")
     returns = rng.normal(0.0, BAR_VOLATILITY, n_bars)
     return _bars(returns, rng, symbol, timeframe, f"random walk, i.i.d. N(0, {BAR_VOLATILITY:g}) log returns; seed {seed}")
 
@@ -59,7 +52,7 @@ def random_walk_bars(symbol: str, timeframe: str, n_bars: int, seed: int) -> pd.
 def planted_signal_bars(symbol: str, timeframe: str, n_bars: int, seed: int,
                         persistence: float = PERSISTENCE) -> pd.DataFrame:
     """SYNTHETIC bars whose return sign persists with probability `persistence`: a learnable edge."""
-    rng = _rng("planted_signal", symbol, seed)
+    rng = seeded_rng(symbol, seed, "planted_signal")
     flips = rng.random(n_bars) > persistence
     signs = np.where(np.cumsum(flips) % 2 == 0, 1.0, -1.0)
     returns = signs * np.abs(rng.normal(0.0, BAR_VOLATILITY, n_bars))

@@ -104,8 +104,9 @@ def symbol_profile(symbol: str) -> SymbolProfile:
     )
 
 
-def _rng(symbol: str, seed: int) -> np.random.Generator:
-    return np.random.default_rng(int.from_bytes(_digest("bars", symbol.strip().upper(), int(seed))[:16], "little"))
+def seeded_rng(symbol: str, seed: int, kind: str = "bars") -> np.random.Generator:
+    """The generator of one synthetic market (`kind` of model, symbol, seed): stable across processes."""
+    return np.random.default_rng(int.from_bytes(_digest(kind, symbol.strip().upper(), int(seed))[:16], "little"))
 
 
 def _regime_path(rng: np.random.Generator, n: int, bar_days: float) -> np.ndarray:
@@ -141,7 +142,7 @@ def synthetic_bars(symbol: str, timeframe: str, n_bars: int, seed: int) -> pd.Da
     dt = step / YEAR  # bar length in years
     bar_days = step / pd.Timedelta(days=1)
     profile = symbol_profile(symbol)
-    rng = _rng(symbol, seed)
+    rng = seeded_rng(symbol, seed)
 
     regimes = _regime_path(rng, n_bars, bar_days)
     t = rng.standard_t(_T_DOF, size=n_bars) * math.sqrt((_T_DOF - 2) / _T_DOF)  # unit variance
@@ -188,5 +189,5 @@ def synthetic_bars(symbol: str, timeframe: str, n_bars: int, seed: int) -> pd.Da
 
 def regime_labels(symbol: str, timeframe: str, n_bars: int, seed: int) -> np.ndarray:
     """The regime name of every bar `synthetic_bars` generated for the same arguments (for analysis/tests)."""
-    rng = _rng(symbol, seed)
+    rng = seeded_rng(symbol, seed)
     return np.asarray(REGIMES)[_regime_path(rng, n_bars, timeframe_delta(timeframe) / pd.Timedelta(days=1))]
