@@ -73,6 +73,15 @@ def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 
+def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:
+    """Envs stepped by the greedy evaluation: no more than the episodes it counts. RLlib steps every
+    env of the runner until `evaluation_duration` episodes finish, so 32 training envs would walk a
+    deterministic validation split 32 times to count one episode."""
+    if evaluation["evaluation_duration_unit"] == "episodes":
+        return max(1, min(evaluation["evaluation_duration"], training_envs))
+    return training_envs
+
+
 def trainable(exp: ExperimentConfig) -> Any:
     """What Tune runs: RLlib's registered "DQN", or the FastDQN class."""
     if exp.training.implementation == "fast":
@@ -90,15 +99,17 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
         _set_path(sections, dotted, domain)
     env, runners, learners = sections["environment"], sections["env_runners"], sections["learners"]
     training, module, evaluation = sections["training"], sections["rl_module"], sections["evaluation"]
+    implementation = training.pop("implementation")
     replay = training.pop("replay_buffer")
     replay_config: dict[str, Any] = {"type": REPLAY_BUFFERS[replay["type"]], "capacity": replay["capacity"]}
     if replay["type"] == "prioritized":
         replay_config.update(alpha=replay["alpha"], beta=replay["beta"])
+        if implementation == "fast":  # FastDQN anneals beta; RLlib's buffer keeps it fixed
+            replay_config.update(beta_final=replay["beta_final"], beta_annealing_steps=replay["beta_annealing_steps"])
     training["epsilon"] = [list(point) for point in training["epsilon"]]
     training["train_batch_size_per_learner"] = _first(training["train_batch_size_per_learner"],
                                                       plan.train_batch_size_per_learner)
     optional = {k: training.pop(k) for k in ("training_intensity", "grad_clip")}
-    implementation = training.pop("implementation")
     per_call = training.pop("env_steps_per_learner_call")
     base = DQNConfig()
     if implementation == "fast":
@@ -135,6 +146,7 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
             evaluation_duration_unit=evaluation["evaluation_duration_unit"],
             evaluation_num_env_runners=0,
             evaluation_config=base.overrides(
-                env_config={**env["env_config"], **evaluation["env_config"]}, explore=False),
+                env_config={**env["env_config"], **evaluation["env_config"]}, explore=False,
+                num_envs_per_env_runner=_evaluation_envs(evaluation, config.num_envs_per_env_runner)),
         )
     return config

@@ -1,36 +1,38 @@
-"""FastDQN: RLlib's DQN (same RLModule, learner, loss, target network, checkpoints) with a faster
-training step for small models on CPU. Opt-in; `algos.dqn` keeps building the stock DQN.
+"""FastDQN: RLlib's DQN (same RLModule, loss, target network, checkpoints) with a faster training
+step for small models. The platform's default (`training.implementation: fast`); `algos.dqn` builds
+the stock DQN with `implementation: rllib`.
 
 What changes against `ray.rllib.algorithms.dqn.DQN` (new API stack), and why:
 
-- Replay: `algos.fast_replay.FlatReplayBuffer` (uniform, flat numpy ring arrays, n-step at sample
-  time) instead of RLlib's episode buffers, whose per-item episode objects and the learner
+- Replay: `algos.fast_replay.FlatReplayBuffer` (uniform) or `PrioritizedFlatReplayBuffer`
+  (proportional PER on a numpy sum tree, beta annealed), flat numpy ring arrays with n-step at
+  sample time, instead of RLlib's episode buffers, whose per-item episode objects and the learner
   connectors that undo them cost more than the torch update itself here.
-- Batches go to the learner ready-made (`LearnerGroup.update(batch=...)`), so RLlib's learner
-  connector pipeline is skipped; the DQN loss sees the same columns (obs, new_obs, actions,
-  rewards, terminateds, n_step, weights).
-- Several gradient steps per learner call: each training step samples at least
-  `env_steps_per_learner_call` env steps, then does all the updates they are owed in one
-  `update()` call (minibatches of `train_batch_size_per_learner`), like SB3's
-  train_freq/gradient_steps. Metrics are reduced once per call instead of after every update,
-  and weights are synced to the env runners once per call.
+- Learner: `algos.fast_learner.FastDQNTorchLearner.update_minibatches` runs all the minibatch steps
+  owed for `env_steps_per_learner_call` env steps in one call, from one tensor conversion, with
+  metrics logged once (like SB3's train_freq/gradient_steps), and returns the TD errors that
+  become the sampled items' new priorities. With several learners (DDP) each learner gets its
+  slice of every update's batch and does the same number of steps.
+- Priorities are refreshed once per learner call, from the TD errors of all its minibatches (an
+  item drawn into two minibatches keeps the later error), not after every minibatch: within one
+  call, later minibatches are drawn from priorities up to `env_steps_per_learner_call` env steps old,
+  as with Ape-X's asynchronous priority updates. The importance weights use the probabilities the
+  items were drawn with, so the correction matches the draw.
 - The replay ratio is exact: `training_intensity` replayed samples per sampled env step
   (fractional updates carry over), default RLlib's native ratio when unset.
 
-Prioritized replay is not implemented here (the buffer is uniform); a `PrioritizedEpisodeReplayBuffer`
-in the config is replaced by uniform sampling, and `FastDQN` says so once in the log.
 Checkpoints are the stock layout (learner_group/learner/rl_module/default_policy), so
 `experiments.policy.load_greedy_policy` and `Algorithm.from_checkpoint` read them.
 """
 from __future__ import annotations
 
-import logging
+from functools import partial
 from typing import Any
 
+import numpy as np
 from ray.rllib.algorithms.dqn import DQN, DQNConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     ENV_RUNNER_RESULTS,
@@ -46,15 +48,16 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from algos.fast_replay import FlatReplayBuffer
+from algos.fast_learner import FastDQNTorchLearner, update_minibatches
+from algos.fast_replay import INDICES, FlatReplayBuffer, PrioritizedFlatReplayBuffer
 
-logger = logging.getLogger(__name__)
-TD_ERROR_KEY = "td_error"
 # 256 env steps between learner calls (SB3's RL Zoo CartPole uses train_freq 256): with 8 envs x
 # rollout_fragment_length 4 that is 8 sample calls, then e.g. 32 updates of 32 at training_intensity 4.
 # More amortizes RLlib's per-call overhead (measured on the trading env, 8 envs: 64 -> ~1.7k,
 # 256 with 32 envs x fragment 8 -> ~2.5k env steps/s) but lets the policy lag further behind the data.
 DEFAULT_ENV_STEPS_PER_LEARNER_CALL = 256
+# replay_buffer_config "type" -> buffer class; algos.dqn.REPLAY_BUFFERS writes RLlib's names.
+FAST_BUFFERS = {"PrioritizedEpisodeReplayBuffer": PrioritizedFlatReplayBuffer, "EpisodeReplayBuffer": FlatReplayBuffer}
 
 
 class FastDQNConfig(DQNConfig):
@@ -67,6 +70,9 @@ class FastDQNConfig(DQNConfig):
             self.env_steps_per_learner_call = int(env_steps_per_learner_call)
         return self
 
+    def get_default_learner_class(self) -> type:
+        return FastDQNTorchLearner
+
 
 class FastDQN(DQN):
     @classmethod
@@ -75,12 +81,13 @@ class FastDQN(DQN):
 
     def _create_local_replay_buffer_if_necessary(self, config: Any) -> FlatReplayBuffer:
         replay = dict(config.get("replay_buffer_config") or {})
-        kind = str(replay.get("type", ""))
-        if "Prioritized" in kind:
-            logger.warning("FastDQN samples uniformly: %s is replaced by algos.fast_replay.FlatReplayBuffer", kind)
-        return FlatReplayBuffer(capacity=replay.get("capacity", 50_000), seed=config.get("seed"))
+        kind = str(replay.pop("type", "EpisodeReplayBuffer"))
+        if kind not in FAST_BUFFERS:
+            raise ValueError(f"FastDQN replay_buffer_config type {kind!r}: use one of {', '.join(FAST_BUFFERS)}")
+        return FAST_BUFFERS[kind](seed=config.get("seed"), **replay)
 
     def _updates_owed(self, new_env_steps: int) -> int:
+        """Updates (of total_train_batch_size items each) that keep the replay ratio exact."""
         config = self.config
         batch = config.total_train_batch_size
         intensity = config.training_intensity or batch / (
@@ -90,11 +97,11 @@ class FastDQN(DQN):
         self._update_credit -= owed
         return owed
 
-    def training_step(self) -> None:
+    def _sample_env_steps(self, at_least: int) -> int:
+        """Sample from the env runners into the replay buffer until `at_least` env steps arrived."""
         config = self.config
-        per_call = getattr(config, "env_steps_per_learner_call", DEFAULT_ENV_STEPS_PER_LEARNER_CALL)
         new_steps = 0
-        while new_steps < per_call:
+        while new_steps < at_least:
             with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
                 episodes, env_runner_results = synchronous_parallel_sample(
                     worker_set=self.env_runner_group, concat=True, sample_timeout_s=config.sample_timeout_s,
@@ -103,39 +110,62 @@ class FastDQN(DQN):
             with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
                 self.local_replay_buffer.add(episodes)
             new_steps += sum(len(e) for e in episodes)
+        return new_steps
 
+    def training_step(self) -> None:
+        config = self.config
+        new_steps = self._sample_env_steps(getattr(config, "env_steps_per_learner_call",
+                                                   DEFAULT_ENV_STEPS_PER_LEARNER_CALL))
         sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
         if sampled < config.num_steps_sampled_before_learning_starts:
             return
         updates = self._updates_owed(new_steps)
         if updates < 1:
             return
-        batch_size = config.total_train_batch_size
+        buffer = self.local_replay_buffer
         with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
-            data = self.local_replay_buffer.sample(updates * batch_size, n_step=_n_step(config), gamma=config.gamma)
-            self.metrics.log_dict(self.local_replay_buffer.get_metrics(), key=REPLAY_BUFFER_RESULTS, window=1)
-        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=updates * batch_size)
+            if isinstance(buffer, PrioritizedFlatReplayBuffer):
+                buffer.set_env_steps(sampled)
+            data = buffer.sample(updates * config.total_train_batch_size, n_step=_n_step(config),
+                                 gamma=config.gamma)
+            self.metrics.log_dict(buffer.get_metrics(), key=REPLAY_BUFFER_RESULTS, window=1)
+        timesteps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled,
+                     NUM_AGENT_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
+                         (ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME), default={})}
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-            learner_results = self.learner_group.update(
-                batch=batch, minibatch_size=batch_size, num_epochs=1,
-                timesteps={
-                    NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled,
-                    NUM_AGENT_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
-                        (ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME), default={}),
-                })
-            for result in learner_results:  # TD errors feed priorities only; uniform replay has none
-                for module_results in result.values():
-                    if isinstance(module_results, dict):
-                        module_results.pop(TD_ERROR_KEY, None)
+            learner_results, td_errors = self._update_learners(data, updates, timesteps)
             self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
+        if isinstance(buffer, PrioritizedFlatReplayBuffer):
+            buffer.update_priorities(data[INDICES], td_errors)
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self.env_runner_group.sync_weights(
                 from_worker_or_learner_group=self.learner_group,
                 policies=set(learner_results[0].keys()) - {ALL_MODULES},
                 global_vars=None, inference_only=True)
 
+    def _update_learners(self, data: dict[str, np.ndarray], updates: int,
+                         timesteps: dict[str, Any]) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """All `updates` gradient steps in one call per learner; the TD errors in the order of `data`.
+
+        With n learners, update u's batch (total_train_batch_size items) is split into n equal slices,
+        learner j gets slice j of every update: one DDP step is the n learners' minibatch u."""
+        per_learner = self.config.train_batch_size_per_learner
+        learners = max(len(self.learner_group), 1)  # 0 for the local learner
+        shaped = {key: value.reshape(updates, learners, per_learner, *value.shape[1:])
+                  for key, value in data.items()}
+        calls = [partial(update_minibatches, columns={key: value[:, j].reshape(-1, *value.shape[3:])
+                                                      for key, value in shaped.items()},
+                         minibatch_size=per_learner, timesteps=timesteps) for j in range(learners)]
+        replies = self.learner_group.foreach_learner(calls[0] if learners == 1 else calls)
+        outputs = []
+        for reply in replies:
+            if not reply.ok:
+                raise reply.get()
+            outputs.append(reply.get())
+        td = np.stack([errors.reshape(updates, per_learner) for _, errors in outputs], axis=1)
+        return [results for results, _ in outputs], td.reshape(-1)
+
 
 def _n_step(config: Any) -> int:
     n_step = config.n_step
     return int(n_step[1] if isinstance(n_step, (tuple, list)) else n_step)
-

@@ -45,10 +45,16 @@ class LearnersSection(Section):
 
 
 class ReplayBufferSection(Section):
+    """Proportional prioritized replay (alpha: how strongly priorities skew the draw; beta: the importance
+    correction, annealed linearly from `beta` to `beta_final` over `beta_annealing_steps` sampled env
+    steps) or uniform. Stock RLlib (implementation: rllib) keeps beta fixed."""
+
     type: Literal["prioritized", "uniform"] = "prioritized"
     capacity: int = Field(default=50_000, ge=100)
     alpha: float = Field(default=0.6, ge=0)
-    beta: float = Field(default=0.4, ge=0)
+    beta: float = Field(default=0.4, ge=0, le=1)
+    beta_final: float = Field(default=1.0, ge=0, le=1)
+    beta_annealing_steps: int = Field(default=100_000, ge=1)
 
 
 # Env steps/s of each training implementation relative to stock RLlib DQN, for time estimates: FastDQN ran
@@ -58,10 +64,9 @@ IMPLEMENTATION_SPEEDUP = {"rllib": 1.0, "fast": 3.5}
 
 
 class TrainingSection(Section):
-    # rllib: RLlib's DQN as shipped (prioritized or uniform episode replay). fast: algos.fast_dqn.FastDQN,
-    # the same RLModule and loss with a flat numpy replay (uniform only) and several minibatch updates
-    # per learner call: about 3x the env steps/s on CPU (docs/benchmarks.md).
-    implementation: Literal["rllib", "fast"] = "rllib"
+    # fast: algos.fast_dqn.FastDQN, RLlib's DQN RLModule and loss with flat numpy replay (prioritized or
+    # uniform) and many minibatch updates per learner call (docs/benchmarks.md). rllib: RLlib's DQN as shipped.
+    implementation: Literal["fast", "rllib"] = "fast"
     env_steps_per_learner_call: int = Field(default=256, ge=1)  # fast only: env steps gathered per update call
     lr: float = Field(default=5e-4, gt=0)
     gamma: float = Field(default=0.99, gt=0, le=1)
@@ -76,13 +81,6 @@ class TrainingSection(Section):
     training_intensity: float | None = Field(default=None, gt=0)
     num_steps_sampled_before_learning_starts: int = Field(default=1000, ge=0)
     grad_clip: float | None = Field(default=40.0, gt=0)
-
-    @model_validator(mode="after")
-    def _fast_replay_is_uniform(self) -> "TrainingSection":
-        if self.implementation == "fast" and self.replay_buffer.type == "prioritized":
-            raise ValueError("implementation fast samples uniformly: set replay_buffer.type: uniform, "
-                             "or implementation: rllib for prioritized replay")
-        return self
 
 
 class RLModuleSection(Section):

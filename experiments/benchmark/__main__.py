@@ -29,7 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=common.RESULTS_DIR,
                         help="folder for <name>.json (default benchmarks/results)")
     parser.add_argument("--no-variants", dest="variants", action="store_false",
-                        help="skip the opt-in platform variants (algos.fast_dqn.FastDQN rows of train and solve)")
+                        help="skip the variant rows of train and solve (uniform replay, stock RLlib DQN)")
     parser.add_argument("--json", action="store_true", help="print the full JSON document after each table")
     args = parser.parse_args(argv)
     names = list(BENCHMARKS) if "all" in args.names else args.names

@@ -48,7 +48,7 @@ class Budget:
     seed: int = 0
     time_limit_s: float | None = None  # per side (platform, peer), for open-ended runs like `solve`
     seeds: int | None = None  # seeds per side for `solve` (default 3, quick 1)
-    variants: bool = True  # also measure opt-in platform variants (algos.fast_dqn) where they exist
+    variants: bool = True  # also measure the variant rows (uniform replay, stock RLlib DQN) where they exist
 
     def pick(self, full: int, quick: int) -> int:
         if self.steps is not None:

@@ -30,6 +30,9 @@ def test_train_quick(tmp_path, ray_session):
     assert details["platform"]["env_steps"] >= 200 and details["peer"]["env_steps"] >= 200
     figure = document["figures"][0]
     assert figure["platform"] > 0 and figure["peer"] > 0
+    assert details["platform_algorithm"]["implementation"] == "fast"  # the conf as shipped
+    assert details["platform_algorithm"]["replay_buffer"] == "prioritized"
+    assert set(details["variants"]) == {"uniform replay (as SB3)", "stock RLlib DQN (training.implementation: rllib)"}
     # the SB3 side is configured for the platform's replay ratio
     settings = details["sb3_settings"]
     assert settings["batch_size"] * settings["gradient_steps"] / settings["train_freq"] == pytest.approx(
@@ -40,7 +43,7 @@ def test_train_quick(tmp_path, ray_session):
 def test_solve_quick(tmp_path, ray_session):
     assert main(["solve", "--steps", "400", "--seeds", "1", "--time-limit", "60", "--output", str(tmp_path)]) == 0
     details = _document(tmp_path, "solve")["details"]
-    for side in ("platform", "platform_fast_dqn", "peer"):
+    for side in ("platform", "platform_stock_rllib", "peer"):
         (run,) = details[side]
         assert run["env_steps"] >= 400 or run["solved_s"] is not None
         assert run["history"], f"{side} recorded no evaluation"
