@@ -153,17 +153,21 @@ class FastDQN(DQN):
         learners = max(len(self.learner_group), 1)  # 0 for the local learner
         shaped = {key: value.reshape(updates, learners, per_learner, *value.shape[1:])
                   for key, value in data.items()}
-        calls = [partial(update_minibatches, columns={key: value[:, j].reshape(-1, *value.shape[3:])
-                                                      for key, value in shaped.items()},
+        calls = [partial(update_minibatches, shard=j, columns={key: value[:, j].reshape(-1, *value.shape[3:])
+                                                               for key, value in shaped.items()},
                          minibatch_size=per_learner, timesteps=timesteps) for j in range(learners)]
-        replies = self.learner_group.foreach_learner(calls[0] if learners == 1 else calls)
+        if learners == 1:
+            replies = self.learner_group.foreach_learner(calls[0])
+        else:  # one function per learner: LearnerGroup.foreach_learner sends the same call to all
+            replies = self.learner_group._worker_manager.foreach_actor(calls)
         outputs = []
         for reply in replies:
             if not reply.ok:
                 raise reply.get()
             outputs.append(reply.get())
-        td = np.stack([errors.reshape(updates, per_learner) for _, errors in outputs], axis=1)
-        return [results for results, _ in outputs], td.reshape(-1)
+        outputs.sort(key=lambda output: output[0])
+        td = np.stack([errors.reshape(updates, per_learner) for _, _, errors in outputs], axis=1)
+        return [results for _, results, _ in outputs], td.reshape(-1)
 
 
 def _n_step(config: Any) -> int:

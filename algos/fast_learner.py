@@ -166,6 +166,7 @@ class FastDQNTorchLearner(DQNTorchLearner):
                                    with_throughput=True)
 
 
-def update_minibatches(learner: FastDQNTorchLearner, **kwargs: Any) -> tuple[dict[str, Any], np.ndarray]:
-    """`LearnerGroup.foreach_learner` entry point (a module-level function pickles to remote learners)."""
-    return learner.update_minibatches(**kwargs)
+def update_minibatches(learner: FastDQNTorchLearner, shard: int, **kwargs: Any) -> tuple[int, dict[str, Any], np.ndarray]:
+    """Entry point for each learner (a module-level function pickles to remote learners); `shard` says
+    which slice of the batch this learner got, so the driver can put the TD errors back in order."""
+    return (shard, *learner.update_minibatches(**kwargs))
