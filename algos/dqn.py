@@ -18,6 +18,7 @@ from ray.rllib.algorithms.dqn import DQNConfig
 from ray.tune.registry import register_env
 
 import envs
+from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
 
@@ -73,6 +74,22 @@ def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 
+def _planned_batch_and_lr(batch: Any, lr: Any, plan: ResourcePlan, num_learners: int) -> tuple[Any, Any]:
+    """The per-learner batch and the lr of one trial: the experiment's update batch (or the preset's
+    large_batch when opted in, with its lr rule) split over the data-parallel learners. A searched batch
+    or lr (a Tune domain) passes through: config validation allows that only with one learner and no scaling."""
+    if not isinstance(batch, int):
+        return batch, lr
+    if plan.lr_rule is not None and plan.experiment_batch != batch:
+        raise ValueError(f"the plan was resolved for batch {plan.experiment_batch}, the experiment has {batch}")
+    total = plan.batch_plan.batch if plan.lr_rule is not None else batch
+    learners = max(num_learners, 1)
+    if total % learners:
+        raise InputError(f"the update batch {total} cannot be split over {learners} learners: set "
+                         f"training.train_batch_size_per_learner to a multiple of {learners}")
+    return total // learners, (lr * plan.lr_scale if plan.lr_scale != 1.0 else lr)
+
+
 def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:
     """Envs stepped by the greedy evaluation: no more than the episodes it counts. RLlib steps every
     env of the runner until `evaluation_duration` episodes finish, so 32 training envs would walk a
@@ -107,21 +124,23 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
         if implementation == "fast":  # FastDQN anneals beta; RLlib's buffer keeps it fixed
             replay_config.update(beta_final=replay["beta_final"], beta_annealing_steps=replay["beta_annealing_steps"])
     training["epsilon"] = [list(point) for point in training["epsilon"]]
-    training["train_batch_size_per_learner"] = _first(training["train_batch_size_per_learner"],
-                                                      plan.train_batch_size_per_learner)
+    num_learners = _first(learners["num_learners"], plan.num_learners)
+    training.pop("batch_scaling")  # already applied by the plan (experiments/hardware/batch.py)
+    training["train_batch_size_per_learner"], training["lr"] = _planned_batch_and_lr(
+        training["train_batch_size_per_learner"], training["lr"], plan, num_learners)
     optional = {k: training.pop(k) for k in ("training_intensity", "grad_clip")}
     per_call = training.pop("env_steps_per_learner_call")
     base = DQNConfig()
     if implementation == "fast":
         from algos.fast_dqn import FastDQNConfig
 
-        base = FastDQNConfig().fast(env_steps_per_learner_call=per_call)
+        base = FastDQNConfig().fast(env_steps_per_learner_call=per_call, mixed_precision=plan.mixed_precision)
 
     register_environment(env["env"])
     config = (
         base
         .environment(env["env"], env_config=env["env_config"])
-        .framework("torch")
+        .framework("torch", torch_compile_learner=plan.torch_compile_learner)
         .env_runners(
             num_env_runners=_first(runners["num_env_runners"], plan.num_env_runners),
             num_envs_per_env_runner=_first(runners["num_envs_per_env_runner"], plan.num_envs_per_env_runner),
@@ -129,7 +148,7 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
             rollout_fragment_length=runners["rollout_fragment_length"],
         )
         .learners(
-            num_learners=_first(learners["num_learners"], plan.num_learners),
+            num_learners=num_learners,
             num_gpus_per_learner=_first(learners["num_gpus_per_learner"], plan.num_gpus_per_learner),
         )
         .training(replay_buffer_config=replay_config,

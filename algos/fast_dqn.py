@@ -64,10 +64,16 @@ class FastDQNConfig(DQNConfig):
     def __init__(self, algo_class: type | None = None) -> None:
         super().__init__(algo_class=algo_class or FastDQN)
         self.env_steps_per_learner_call = DEFAULT_ENV_STEPS_PER_LEARNER_CALL
+        self.mixed_precision = "none"
 
-    def fast(self, *, env_steps_per_learner_call: int | None = None) -> "FastDQNConfig":
+    def fast(self, *, env_steps_per_learner_call: int | None = None,
+             mixed_precision: str | None = None) -> "FastDQNConfig":
+        """FastDQN's own settings: env steps gathered per learner call, and the learner's autocast dtype
+        ("none", "bf16", or "fp16" with a grad scaler; RLlib 2.60's learner has no autocast)."""
         if env_steps_per_learner_call is not None:
             self.env_steps_per_learner_call = int(env_steps_per_learner_call)
+        if mixed_precision is not None:
+            self.mixed_precision = mixed_precision
         return self
 
     def get_default_learner_class(self) -> type:

@@ -9,11 +9,16 @@ torch calls when nothing but global-norm clipping is configured), logs the metri
 the target network as `Learner.update` does, and returns every item's TD error, in order, for
 prioritized replay.
 
+The GPU presets' knobs act here: `mixed_precision` (autocast of the forward pass and loss, bf16, or fp16
+with a grad scaler; RLlib 2.60's learner has no autocast) and `torch_compile_learner` (torch.compile of
+the forward pass with RLlib's dynamo backend and mode settings).
+
 The loss is RLlib's DQN loss (expected Q, not distributional) without its per-call metric logging;
 `tests/unit/test_fast_learner.py` checks it against `DQNTorchLearner.compute_loss_for_module`.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 import numpy as np
@@ -83,9 +88,9 @@ class FastDQNTorchLearner(DQNTorchLearner):
         for start in range(0, count - minibatch_size + 1, minibatch_size):
             stop = start + minibatch_size
             minibatch = {key: value[start:stop] for key, value in tensors.items()}
-            fwd_out = forward(minibatch)
-            loss, td_errors[start:stop], q_selected[start:stop] = dqn_loss(
-                fwd_out, minibatch, gamma=config.gamma, double_q=config.double_q, huber=huber)
+            with self._precision():
+                loss, td_errors[start:stop], q_selected[start:stop] = dqn_loss(
+                    forward(minibatch), minibatch, gamma=config.gamma, double_q=config.double_q, huber=huber)
             step(loss)
             losses.append(loss.detach())
         trained = len(losses) * minibatch_size
@@ -108,6 +113,8 @@ class FastDQNTorchLearner(DQNTorchLearner):
         the DDP wrapper, which is what makes the backward pass all-reduce the gradients."""
         if self.config.num_learners > 1:
             return lambda minibatch: self.module.forward_train({mid: minibatch})[mid]
+        if getattr(self, "_compiled_forward", None) is not None:
+            return self._compiled_forward
         module = self.module[mid].unwrapped()
 
         double_q = self.config.get_config_for_module(mid).double_q
@@ -122,7 +129,19 @@ class FastDQNTorchLearner(DQNTorchLearner):
                 q_target = module.forward_target({Columns.OBS: next_obs})[QF_PREDS]
             return {QF_PREDS: q_now, QF_NEXT_PREDS: q_next, QF_TARGET_NEXT_PREDS: q_target}
 
+        if self.config.torch_compile_learner:  # the preset's GPU knob; RLlib's settings pick backend and mode
+            self._compiled_forward = torch.compile(forward, backend=self.config.torch_compile_learner_dynamo_backend,
+                                                   mode=self.config.torch_compile_learner_dynamo_mode)
+            return self._compiled_forward
         return forward
+
+    def _precision(self) -> contextlib.AbstractContextManager:
+        """Autocast for the forward pass and loss when the preset asks for mixed precision (bf16, or fp16
+        whose gradients the plain step scales); RLlib 2.60's learner has no autocast of its own."""
+        precision = getattr(self.config, "mixed_precision", "none")
+        if precision == "none":
+            return contextlib.nullcontext()
+        return torch.autocast(self._device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
     def _rllib_step(self, loss: torch.Tensor) -> None:
         """RLlib's gradient step: grad scalers (fp16), lr schedulers, every clipping mode, NaN guards."""
@@ -135,18 +154,33 @@ class FastDQNTorchLearner(DQNTorchLearner):
         clips in a Python loop, which costs as much as the backward pass of a small network on CPU.
         A step whose gradient norm is not finite is skipped, as RLlib skips it."""
         optimizers = self.get_optimizers_for_module(mid)
-        if (len(optimizers) != 1 or self._grad_scalers is not None or self._lr_scheduler_classes is not None
-                or (config.grad_clip is not None and config.grad_clip_by != "global_norm")):
+        plain = (len(optimizers) == 1 and self._grad_scalers is None and self._lr_scheduler_classes is None
+                 and (config.grad_clip is None or config.grad_clip_by == "global_norm"))
+        fp16 = getattr(self.config, "mixed_precision", "none") == "fp16"
+        if not plain:
+            if fp16:
+                raise ValueError("mixed_precision fp16 needs FastDQN's plain gradient step: one optimizer, "
+                                 "global-norm clipping, no lr schedule")
             return None
         optimizer = optimizers[0][1]
         params = [p for group in optimizer.param_groups for p in group["params"]]
         clip = config.grad_clip
+        if fp16 and getattr(self, "_grad_scaler", None) is None:  # kept across calls: it adapts its scale
+            self._grad_scaler = torch.amp.GradScaler(self._device.type)
+        scaler = self._grad_scaler if fp16 else None
 
         def step(loss: torch.Tensor) -> None:
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+            else:
+                loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(params, clip, foreach=True) if clip else loss.detach()
-            if torch.isfinite(norm):
+            if scaler is not None:
+                scaler.step(optimizer)  # skips the step itself when the unscaled gradients are not finite
+                scaler.update()
+            elif torch.isfinite(norm):
                 optimizer.step()
 
         return step

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envs.errors import InputError
 from envs.splits import Protocol
+from experiments.hardware.batch import DEFAULT_BATCH
 from experiments.protocol import apply_protocol
 
 SEARCH_FORMS = ("choice", "grid", "uniform", "quniform", "loguniform", "qloguniform", "randint", "qrandint")
@@ -70,7 +71,10 @@ class TrainingSection(Section):
     env_steps_per_learner_call: int = Field(default=256, ge=1)  # fast only: env steps gathered per update call
     lr: float = Field(default=5e-4, gt=0)
     gamma: float = Field(default=0.99, gt=0, le=1)
-    train_batch_size_per_learner: int | None = Field(default=None, ge=1)  # None: the preset decides
+    # The batch of one gradient update. A hardware preset never changes it (data-parallel presets split it
+    # over their learners); batch_scaling: preset opts in to the preset's large_batch and its lr rule.
+    train_batch_size_per_learner: int = Field(default=DEFAULT_BATCH, ge=1)
+    batch_scaling: Literal["none", "preset"] = "none"
     double_q: bool = True
     dueling: bool = True
     n_step: int = Field(default=3, ge=1)
@@ -295,6 +299,7 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     except ValidationError as error:
         raise InputError(describe_validation_error(error, str(path))) from None
     _check_search_paths(config, str(path))
+    _check_batch_search(config, str(path))
     apply_protocol(config, str(path))
     _absolute_paths(config.environment.env_config)
     _absolute_paths(config.evaluation.env_config)
@@ -306,6 +311,22 @@ def _absolute_paths(env_config: dict[str, Any]) -> None:
     for key, value in env_config.items():
         if key.endswith(("_path", "_dir")) and isinstance(value, str) and value:
             env_config[key] = str(Path(value).expanduser().resolve())
+
+
+# The hardware plan derives the per-learner batch (and, with batch_scaling: preset, the lr) from these values.
+_PLANNED_BY_HARDWARE = ("training.train_batch_size_per_learner", "training.lr")
+
+
+def _check_batch_search(config: ExperimentConfig, source: str) -> None:
+    """A searched batch cannot be split over data-parallel learners, nor a searched lr scaled by a preset's
+    rule, before Tune draws it: such a search runs on one learner without batch scaling."""
+    searched = [key for key in _PLANNED_BY_HARDWARE if key in config.tune.search_space]
+    if searched and config.training.batch_scaling == "preset":
+        raise InputError(f"{source}: training.batch_scaling: preset rescales {', '.join(searched)}, which "
+                         f"tune.search_space also searches: search them with batch_scaling: none")
+    if "training.train_batch_size_per_learner" in config.tune.search_space and (config.learners.num_learners or 0) > 1:
+        raise InputError(f"{source}: a searched training.train_batch_size_per_learner cannot be split over "
+                         f"learners.num_learners: search it with one learner")
 
 
 def _check_search_paths(config: ExperimentConfig, source: str) -> None:

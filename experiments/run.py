@@ -136,12 +136,27 @@ def env_steps_per_trial(exp: ExperimentConfig) -> int:
     return int(stop.get("training_iteration", 10) * exp.reporting.min_sample_timesteps_per_iteration)
 
 
+def describe_learning(plan: Any, exp: ExperimentConfig) -> str:
+    """What the preset changes in how the agent learns (experiments/hardware/batch.py): usually nothing."""
+    training = exp.training
+    batch = training.train_batch_size_per_learner
+    native = batch / (exp.env_runners.rollout_fragment_length * plan.num_envs_per_env_runner)
+    line = plan.batch_plan.describe(training.lr, training.training_intensity or native)
+    if plan.mixed_precision != "none":
+        line += (f"; mixed precision {plan.mixed_precision} (autocast in the FastDQN learner)" if training.implementation
+                 == "fast" else f"; mixed precision {plan.mixed_precision} NOT applied: stock RLlib 2.60 has no autocast "
+                 "(use training.implementation: fast)")
+    return line
+
+
 def print_plan(console: Console, exp: ExperimentConfig, args: argparse.Namespace) -> Any:
     preset, reason = select_preset(args.hardware, os.environ, exp.hardware)
-    plan = resolve_plan(preset, exp.timeframe, exp.num_trials())
+    plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
+                        exp.training.batch_scaling)
     console.print(f"[bold]{exp.name}[/bold]: {exp.environment.env} ({exp.num_trials()} trial(s))")
     console.print(f"hardware preset: {preset.name} (chosen by {reason})")
     console.print(plan.describe())
+    console.print(describe_learning(plan, exp), highlight=False)
     speedup = IMPLEMENTATION_SPEEDUP[exp.training.implementation]
     console.print(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup).describe()
                   + f" [estimate from the preset's declared env steps/s x {speedup:g} for training.implementation "

@@ -43,7 +43,7 @@ def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str
     if steps < 4 * base.training.num_steps_sampled_before_learning_starts:  # tiny budgets still learn a bit
         overrides.append(f"training.num_steps_sampled_before_learning_starts={steps // 4}")
     exp = load_experiment(CONF, overrides)
-    plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1)
+    plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1, exp.training.train_batch_size_per_learner)
     config = build_dqn_config(exp, plan, seed=seed)
     start = time.perf_counter()
     algo = config.build_algo()

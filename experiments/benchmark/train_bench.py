@@ -61,7 +61,7 @@ def platform_experiment(conf: Path, steps: int, extra_overrides: list[str] | Non
         *(extra_overrides or []),
     ]
     exp = load_experiment(conf, overrides)
-    plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1)
+    plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1, exp.training.train_batch_size_per_learner)
     return exp, plan, overrides
 
 
@@ -99,7 +99,7 @@ def train_platform(exp, plan, steps: int, seed: int) -> dict[str, Any]:
 def sb3_settings(exp, plan) -> dict[str, Any]:
     """SB3 DQN arguments equal to the platform's experiment (replay ratio via train_freq/gradient_steps)."""
     training = exp.training
-    batch = training.train_batch_size_per_learner or plan.train_batch_size_per_learner
+    batch = training.train_batch_size_per_learner
     ratio = training.training_intensity or batch / (exp.env_runners.rollout_fragment_length
                                                     * (plan.num_envs_per_env_runner or 1))
     freq = Fraction(batch / ratio).limit_denominator(64)  # train_freq / gradient_steps

@@ -63,7 +63,7 @@ def _gpus_text(preset: HardwarePreset) -> str:
 
 def _list(_: argparse.Namespace, console: Console) -> None:
     table = Table(title="Hardware presets (conf/hardware)")
-    for column in ("name", "GPUs", "VRAM", "strategy", "trials at once", "batch 1h/1d", "$/h"):
+    for column in ("name", "GPUs", "VRAM", "strategy", "trials at once", "opt-in batch 1h/1d", "$/h"):
         table.add_column(
             column, justify="right" if column in ("VRAM", "trials at once", "$/h") else "left", no_wrap=True
         )
@@ -74,10 +74,19 @@ def _list(_: argparse.Namespace, console: Console) -> None:
             f"{preset.vram_gb:g} GB" if preset.vram_gb else "-",
             preset.strategy,
             str(trials_at_once(preset)),
-            "/".join(str(resolve_plan(preset, tf, 1).train_batch_size_per_learner) for tf in SHOW_TIMEFRAMES),
+            _large_batch_text(preset),
             f"{preset.price_per_hour_usd:g}" if preset.price_per_hour_usd is not None else "-",
         )
     console.print(table)
+
+
+def _large_batch_text(preset: HardwarePreset) -> str:
+    """The preset's opt-in large batches for 1h/1d and their lr rule, or '-' (experiments/hardware/batch.py)."""
+    if preset.large_batch is None:
+        return "-"
+    sizes = preset.large_batch.batch_size_per_timeframe
+    return "/".join(str(sizes.get(tf, preset.large_batch.default_batch_size)) for tf in SHOW_TIMEFRAMES) + (
+        f" ({preset.large_batch.lr_rule} lr)")
 
 
 def _show(args: argparse.Namespace, console: Console) -> None:
@@ -93,6 +102,10 @@ def _show(args: argparse.Namespace, console: Console) -> None:
         plan = resolve_plan(preset, timeframe, trials)
         console.print(f"[bold]{timeframe}[/bold]: {plan.describe()}", highlight=False)
         console.print(f"    {estimate(plan, preset, trials, args.env_steps).describe()}", highlight=False)
+        console.print(f"    {plan.batch_plan.describe()}", highlight=False)
+        if preset.large_batch is not None:
+            scaled = resolve_plan(preset, timeframe, trials, plan.experiment_batch, "preset")
+            console.print(f"    opt-in: {scaled.batch_plan.describe()}", highlight=False)
 
 
 def _detect(_: argparse.Namespace, console: Console) -> None:

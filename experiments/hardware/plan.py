@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from envs.errors import InputError
+from experiments.hardware.batch import BatchPlan, example_batch, plan_batch
 from experiments.hardware.presets import HardwarePreset, cpus_per_trial, learner_count
 
 # One CPU per remote learner: RLlib's "auto" would give GPU learners 0, leaving nothing to feed them.
@@ -37,10 +38,21 @@ class ResourcePlan:
     num_env_runners: int
     num_envs_per_env_runner: int
     num_cpus_per_env_runner: float
-    train_batch_size_per_learner: int
+    train_batch_size_per_learner: int  # the update's batch split over the learners (experiments/hardware/batch.py)
+    lr_scale: float  # 1 unless the experiment opted in to the preset's large_batch and its lr rule
+    lr_rule: str | None
+    experiment_batch: int
+    mixed_precision: str
+    torch_compile_learner: bool
     max_concurrent_trials: int
     gpus_per_trial: float
     cpus_per_trial: float
+
+    @property
+    def batch_plan(self) -> BatchPlan:
+        learners = max(self.num_learners, 1)
+        return BatchPlan(self.experiment_batch, self.train_batch_size_per_learner * learners, learners,
+                         self.lr_scale, self.lr_rule)
 
     def as_params(self) -> dict[str, str | int | float]:
         """Flat `hardware/<field>` params for MLflow (None becomes "none": MLflow params are strings)."""
@@ -54,8 +66,10 @@ class ResourcePlan:
             count = f"{self.gpu_count}x " if self.gpu_count > 1 else ""
             head = f"Using profile '{self.gpu_model}' ({count}{self.vram_gb:g}GB VRAM)"
         batch = f"batch {self.train_batch_size_per_learner}" + (
-            f" ({self.timeframe})" if self.timeframe else ""
-        )
+            f" per learner x {self.num_learners}" if self.num_learners > 1 else ""
+        ) + (f" ({self.timeframe})" if self.timeframe else "")
+        knobs = "".join([f", mixed precision {self.mixed_precision}" if self.mixed_precision != "none" else "",
+                         ", torch.compile learner" if self.torch_compile_learner else ""])
         if self.num_env_runners:
             runners = f"{self.num_env_runners} env runners x {self.num_envs_per_env_runner} envs"
         else:
@@ -65,7 +79,7 @@ class ResourcePlan:
         )
         return (
             f"{head}: preset {self.preset}, {self.strategy}, {self.max_concurrent_trials} trial(s) at once, "
-            f"{per_trial} per trial, {_learners_text(self)}, {batch}, {runners}"
+            f"{per_trial} per trial, {_learners_text(self)}, {batch}, {runners}{knobs}"
         )
 
 
@@ -98,21 +112,19 @@ def gpus_per_learner(preset: HardwarePreset) -> float:
     return 1.0
 
 
-def batch_size(preset: HardwarePreset, timeframe: str | None) -> int:
-    """The notes' per-timeframe batch size; the preset's default for other timeframes and non-trading envs."""
-    if timeframe is not None and timeframe in preset.batch_size_per_timeframe:
-        return preset.batch_size_per_timeframe[timeframe]
-    return preset.default_batch_size
-
-
-def resolve_plan(preset: HardwarePreset, timeframe: str | None, num_trials: int) -> ResourcePlan:
-    """Turn a preset into per-trial RLlib resources and a Tune concurrency for `num_trials` trials."""
+def resolve_plan(preset: HardwarePreset, timeframe: str | None, num_trials: int, batch: int | None = None,
+                 batch_scaling: str = "none") -> ResourcePlan:
+    """Turn a preset into per-trial RLlib resources and a Tune concurrency for `num_trials` trials, for an
+    experiment whose update batch is `batch` (its `training.train_batch_size_per_learner`; None: the
+    default batch, rounded up to split over the preset's learners)."""
     if num_trials < 1:
         raise InputError(
             f"number of trials must be >= 1, got {num_trials}: check the search space and num_samples"
         )
     learners = learner_count(preset)
     per_learner = gpus_per_learner(preset)
+    batch = example_batch(preset) if batch is None else batch
+    batch_plan = plan_batch(preset, timeframe, batch, batch_scaling)
     return ResourcePlan(
         preset=preset.name,
         strategy=preset.strategy,
@@ -126,7 +138,12 @@ def resolve_plan(preset: HardwarePreset, timeframe: str | None, num_trials: int)
         num_env_runners=preset.env_runners_per_trial,
         num_envs_per_env_runner=preset.envs_per_env_runner,
         num_cpus_per_env_runner=preset.cpus_per_env_runner,
-        train_batch_size_per_learner=batch_size(preset, timeframe),
+        train_batch_size_per_learner=batch_plan.per_learner,
+        lr_scale=batch_plan.lr_scale,
+        lr_rule=batch_plan.lr_rule,
+        experiment_batch=batch,
+        mixed_precision=preset.mixed_precision,
+        torch_compile_learner=preset.torch_compile_learner,
         max_concurrent_trials=min(trials_at_once(preset), num_trials),
         gpus_per_trial=per_learner * max(learners, 1),
         cpus_per_trial=cpus_per_trial(preset),

@@ -24,6 +24,17 @@ _TIMEFRAME = re.compile(r"^[1-9][0-9]*(s|m|h|d|w|M)$")
 _AUTO = "auto"
 
 
+class LargeBatch(BaseModel):
+    """A bigger batch per update for this machine and the learning-rate rule that must go with it; used only
+    when an experiment opts in (`training.batch_scaling: preset`, see experiments/hardware/batch.py)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    lr_rule: Literal["linear", "sqrt"]
+    batch_size_per_timeframe: dict[str, int] = Field(default_factory=dict)
+    default_batch_size: int = Field(ge=1)
+
+
 class HardwarePreset(BaseModel):
     """One machine and the way trials share it; see conf/hardware/*.yaml for examples."""
 
@@ -39,8 +50,11 @@ class HardwarePreset(BaseModel):
     cpus: int = Field(ge=1)
     memory_gb: float = Field(gt=0)
     price_per_hour_usd: float | None = Field(default=None, ge=0)
-    batch_size_per_timeframe: dict[str, int] = Field(default_factory=dict)
-    default_batch_size: int = Field(ge=1)
+    large_batch: LargeBatch | None = None
+    # GPU knobs of the FastDQN learner (algos/fast_learner.py): autocast dtype, and torch.compile of its
+    # forward pass (RLlib's torch_compile_learner_* settings choose backend and mode).
+    mixed_precision: Literal["none", "bf16", "fp16"] = "none"
+    torch_compile_learner: bool = False
     trials_per_gpu: int = Field(default=1, ge=1)
     strategy: Strategy
     env_runners_per_trial: int = Field(ge=0)
@@ -54,7 +68,7 @@ class HardwarePreset(BaseModel):
         """Reject combinations that would make the resource plan meaningless."""
         _check_gpu_fields(self)
         _check_strategy(self)
-        _check_batch_sizes(self)
+        _check_learning_knobs(self)
         _check_cpus(self)
         return self
 
@@ -102,12 +116,15 @@ def _check_strategy(preset: HardwarePreset) -> None:
         )
 
 
-def _check_batch_sizes(preset: HardwarePreset) -> None:
-    for timeframe, size in preset.batch_size_per_timeframe.items():
+def _check_learning_knobs(preset: HardwarePreset) -> None:
+    if preset.strategy == "cpu" and (preset.mixed_precision != "none" or preset.torch_compile_learner):
+        raise ValueError("mixed_precision and torch_compile_learner are GPU settings: set them to none/false "
+                         "for strategy 'cpu'")
+    for timeframe, size in (preset.large_batch.batch_size_per_timeframe.items() if preset.large_batch else ()):
         if not _TIMEFRAME.match(timeframe):
-            raise ValueError(f"batch_size_per_timeframe key {timeframe!r} is not a timeframe like 1m, 1h, 1d")
+            raise ValueError(f"large_batch.batch_size_per_timeframe key {timeframe!r} is not a timeframe like 1m, 1h, 1d")
         if size < 1:
-            raise ValueError(f"batch_size_per_timeframe[{timeframe!r}] must be >= 1, got {size}")
+            raise ValueError(f"large_batch.batch_size_per_timeframe[{timeframe!r}] must be >= 1, got {size}")
 
 
 def _check_cpus(preset: HardwarePreset) -> None:

@@ -10,14 +10,15 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 
-def bundles_for(preset_name: str):
+def bundles_for(preset_name: str, conf: str = "dqn_btc.yaml", overrides: list[str] | None = None):
     from ray.rllib.algorithms.dqn import DQN
 
     from algos.dqn import build_dqn_config
 
-    exp = load_experiment(REPO / "conf/dqn_btc.yaml")
+    exp = load_experiment(REPO / "conf" / conf, overrides or [])
     preset = load_preset(preset_name)
-    plan = resolve_plan(preset, exp.timeframe, exp.num_trials())
+    plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
+                        exp.training.batch_scaling)
     config = build_dqn_config(exp, plan)
     request = DQN.default_resource_request(config)
     return preset, plan, config, request.bundles
@@ -27,19 +28,74 @@ def total(bundles, key: str) -> float:
     return sum(b.get(key, 0.0) for b in bundles)
 
 
+# Batches that every data-parallel preset can split (p4d_24xlarge_ddp: 8 learners, workstation_3gpu_ddp: 3).
+SPLITTABLE = "training.train_batch_size_per_learner=48"
+
+
 @pytest.mark.parametrize("name", available_presets())
 def test_every_preset_builds_rllib_config_and_resource_request(name):
-    preset, plan, config, bundles = bundles_for(name)
+    preset, plan, config, bundles = bundles_for(name, overrides=[SPLITTABLE])
     assert config.num_learners == plan.num_learners
     assert config.num_gpus_per_learner == plan.num_gpus_per_learner
     assert config.num_env_runners == plan.num_env_runners
-    assert config.train_batch_size_per_learner == plan.train_batch_size_per_learner == preset.batch_size_per_timeframe.get(
-        "1h", preset.default_batch_size)
+    assert config.torch_compile_learner == preset.torch_compile_learner
+    if config.algo_class.__name__ == "FastDQN":
+        assert config.mixed_precision == preset.mixed_precision
     gpus = total(bundles, "GPU")
     assert gpus == pytest.approx(plan.gpus_per_trial, abs=1e-3)
     assert gpus * plan.max_concurrent_trials <= max(preset.gpu_count, 0) + 1e-6
     if preset.gpu_count == 0:
         assert gpus == 0
+
+
+LEARNING = ("lr", "gamma", "training_intensity", "n_step", "double_q", "dueling", "target_network_update_freq",
+            "num_steps_sampled_before_learning_starts", "grad_clip")
+
+
+@pytest.mark.parametrize("conf", ["dqn_btc.yaml", "dqn_cartpole.yaml"])
+@pytest.mark.parametrize("name", available_presets())
+def test_no_preset_changes_what_is_learned(name, conf):
+    """The invariant of experiments/hardware/batch.py over every preset: without the opt-in, the RLlib config
+    learns exactly as the experiment file says (same lr, replay ratio, n-step, ...; the same batch per
+    update, split over data-parallel learners). The GPU knobs are checked as configs: no GPU here."""
+    exp = load_experiment(REPO / "conf" / conf, [SPLITTABLE])
+    _, plan, config, _ = bundles_for(name, conf, [SPLITTABLE])
+    training = exp.training
+    for key in LEARNING:
+        assert getattr(config, key) == getattr(training, key), key
+    # The old behaviour (a100_40gb: batch 2048 at the same lr) fails here.
+    assert config.train_batch_size_per_learner * max(config.num_learners, 1) == 48
+    assert not plan.batch_plan.changes_learning
+
+
+@pytest.mark.parametrize("name", [n for n in available_presets() if load_preset(n).large_batch is not None])
+def test_opted_in_large_batch_follows_the_declared_lr_rule_and_keeps_the_replay_ratio(name):
+    import math
+
+    exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["training.batch_scaling=preset"])
+    preset, plan, config, _ = bundles_for(name, overrides=["training.batch_scaling=preset"])
+    large = preset.large_batch
+    batch = large.batch_size_per_timeframe.get("1h", large.default_batch_size)
+    assert config.train_batch_size_per_learner * max(config.num_learners, 1) == batch
+    ratio = batch / exp.training.train_batch_size_per_learner
+    factor = ratio if large.lr_rule == "linear" else math.sqrt(ratio)
+    assert config.lr == pytest.approx(exp.training.lr * factor)
+    assert config.training_intensity == exp.training.training_intensity  # replayed samples per env step kept
+    assert plan.batch_plan.changes_learning
+
+
+def test_a_batch_that_data_parallel_learners_cannot_split_is_an_input_error():
+    from envs.errors import InputError
+
+    with pytest.raises(InputError, match="multiple of 3"):
+        bundles_for("workstation_3gpu_ddp")  # dqn_btc's batch 32 over 3 GPUs
+
+
+def test_opting_in_on_a_preset_without_large_batch_is_an_input_error():
+    from envs.errors import InputError
+
+    with pytest.raises(InputError, match="declares no large_batch"):
+        bundles_for("cpu", overrides=["training.batch_scaling=preset"])
 
 
 @pytest.mark.parametrize("name, trials_at_once, gpu_per_trial, learners", [
@@ -50,7 +106,7 @@ def test_every_preset_builds_rllib_config_and_resource_request(name):
     ("cpu", 2, 0.0, 0),
 ])
 def test_strategies_from_the_notes(name, trials_at_once, gpu_per_trial, learners):
-    _, plan, config, bundles = bundles_for(name)
+    _, plan, config, bundles = bundles_for(name, overrides=[SPLITTABLE])
     assert plan.max_concurrent_trials == trials_at_once
     assert total(bundles, "GPU") == pytest.approx(gpu_per_trial, abs=1e-3)
     assert config.num_learners == learners

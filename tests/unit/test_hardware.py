@@ -91,7 +91,7 @@ def test_a100_80gb_shares_one_gpu_between_three_trials() -> None:
     assert plan.num_learners == 0
     assert plan.num_gpus_per_learner == pytest.approx(1 / 3, abs=1e-4)
     assert plan.gpus_per_trial * 3 <= 1.0
-    assert plan.train_batch_size_per_learner == 4096
+    assert plan.train_batch_size_per_learner == 32  # the experiment's batch; 4096 only when opted in
 
 
 def test_p3_8xlarge_runs_four_trials_on_one_gpu_each() -> None:
@@ -121,10 +121,22 @@ def test_cpu_has_no_gpu_anywhere_and_fills_the_cores() -> None:
     assert resolve_plan(load_preset("cpu"), None, num_trials=1).max_concurrent_trials == 1
 
 
-def test_batch_size_follows_the_timeframe_else_default() -> None:
+def test_the_preset_keeps_the_experiment_batch_unless_opted_in() -> None:
     preset = load_preset("rtx_4090")
-    sizes = [resolve_plan(preset, tf, 1).train_batch_size_per_learner for tf in ("1d", "1h", "4h", None)]
-    assert sizes == [512, 768, 512, 512]
+    sizes = [resolve_plan(preset, tf, 1, 64).train_batch_size_per_learner for tf in ("1d", "1h", "4h", None)]
+    assert sizes == [64, 64, 64, 64]
+    scaled = [resolve_plan(preset, tf, 1, 64, "preset") for tf in ("1d", "1h", "4h", None)]
+    assert [plan.train_batch_size_per_learner for plan in scaled] == [512, 768, 512, 512]
+    assert scaled[1].lr_scale == pytest.approx(math.sqrt(768 / 64))  # rtx_4090 declares the sqrt rule
+    assert "batch 64 -> 768" in scaled[1].batch_plan.describe(5e-4, 4.0)
+
+
+def test_data_parallel_presets_split_the_update_batch() -> None:
+    plan = resolve_plan(load_preset("p4d_24xlarge_ddp"), "1h", 1, 64)
+    assert plan.num_learners == 8 and plan.train_batch_size_per_learner == 8
+    with pytest.raises(InputError, match="multiple of 3"):
+        resolve_plan(load_preset("workstation_3gpu_ddp"), "1h", 1, 32)
+    assert resolve_plan(load_preset("workstation_3gpu_ddp"), "1h", 1).train_batch_size_per_learner == 11  # 33 / 3
 
 
 @pytest.mark.parametrize("name", available_presets())
@@ -160,7 +172,7 @@ def test_plan_params_and_description() -> None:
 def _round_preset(price: float | None) -> HardwarePreset:
     return HardwarePreset(
         name="hand", gpu_model="X", gpu_count=4, vram_gb=16, cpus=8, memory_gb=32, price_per_hour_usd=price,
-        default_batch_size=64, strategy="trial_per_gpu", env_runners_per_trial=0, envs_per_env_runner=1,
+        strategy="trial_per_gpu", env_runners_per_trial=0, envs_per_env_runner=1,
         env_steps_per_second=100,
     )  # fmt: skip
 
@@ -313,6 +325,25 @@ def test_malformed_preset_file_names_file_and_problem(file: str, fragment: str) 
     assert file in message and fragment in message and "\n" not in message
 
 
+@pytest.mark.parametrize(("base", "edit", "fragment"), [
+    ("a100_40gb", ("lr_rule: sqrt", "lr_rule: cubic"), "large_batch.lr_rule"),
+    ("a100_40gb", ("default_batch_size: 1024", "default_batch_size: -5"), "large_batch.default_batch_size"),
+    ("a100_40gb", ("mixed_precision: bf16", "mixed_precision: fp8"), "mixed_precision"),
+    ("cpu", ("strategy: cpu", "strategy: cpu\nmixed_precision: bf16"), "GPU settings"),
+    ("cpu", ("strategy: cpu", "strategy: cpu\ndefault_batch_size: 768"), "unknown key 'default_batch_size'"),
+])
+def test_bad_learning_keys_in_a_preset_name_file_and_key(base: str, edit: tuple[str, str], fragment: str,
+                                                           tmp_path: Path) -> None:
+    text = (REPO / "conf" / "hardware" / f"{base}.yaml").read_text()
+    assert edit[0] in text
+    path = tmp_path / f"{base}.yaml"
+    path.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(InputError) as err:
+        load_preset(str(path))
+    message = str(err.value)
+    assert str(path) in message and fragment in message and "\n" not in message
+
+
 def test_name_must_match_file_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "renamed.yaml").write_text((DATA / "my_box.yaml").read_text())
     monkeypatch.setattr("experiments.hardware.presets.preset_dir", lambda: tmp_path)
@@ -358,8 +389,9 @@ def test_cli_list_shows_every_preset() -> None:
 def test_cli_show_prints_plans_for_1h_and_1d() -> None:
     stdout = _cli("show", "p3_8xlarge", "--trials", "10", "--env-steps", "200000").stdout
     assert (
-        "batch 512 (1h)" in stdout
-        and "batch 384 (1d)" in stdout
+        "batch 32 (1h)" in stdout
+        and "batch 32 -> 512, lr x 4 (sqrt rule)" in stdout
+        and "batch 32 -> 384" in stdout
         and "3 wave(s)" in stdout
         and "$5.10" in stdout
     )
