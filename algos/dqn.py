@@ -31,10 +31,15 @@ REPLAY_BUFFERS = {"prioritized": "PrioritizedEpisodeReplayBuffer", "uniform": "E
 SELECTION_SCORE = "selection_score"
 
 
-def _create_env(env_id: str, env_context: dict[str, Any]) -> gym.Env:
+def _create_env(env_id: str, env_context: dict[str, Any]) -> gym.Env | gym.vector.VectorEnv:
+    """One env, or, when RLlib's runner asks for `num_envs` of an env with a native vector implementation
+    (gym_env_vectorize_mode "vector_entry_point"), all of them in one batched env."""
     import envs  # registers the ids inside env-runner processes
 
-    return envs.make_env(env_id, dict(env_context))
+    config = dict(env_context)
+    if "num_envs" in config:
+        return envs.make_vector_env(env_id, int(config.pop("num_envs")), config)
+    return envs.make_env(env_id, config)
 
 
 def register_environment(env_id: str) -> None:
@@ -146,6 +151,7 @@ def build_dqn_config(exp: ExperimentConfig, plan: ResourcePlan,
             num_envs_per_env_runner=_first(runners["num_envs_per_env_runner"], plan.num_envs_per_env_runner),
             num_cpus_per_env_runner=_first(runners["num_cpus_per_env_runner"], plan.num_cpus_per_env_runner),
             rollout_fragment_length=runners["rollout_fragment_length"],
+            gym_env_vectorize_mode="vector_entry_point" if envs.has_vector_env(env["env"]) else "sync",
         )
         .learners(
             num_learners=num_learners,

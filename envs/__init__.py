@@ -26,11 +26,14 @@ class EnvFamily:
     # `split_periods()`, and its reports carry per-period returns and periods_per_year: experiments can
     # run walk-forward folds and end with a verdict (experiments.verdict).
     folds: bool = False
+    # "module:Class" of a native gymnasium.vector.VectorEnv (N envs in one numpy step), or None: RLlib's env
+    # runners then use gymnasium's SyncVectorEnv over single envs.
+    vector_entry_point: str | None = None
 
 
 ENVIRONMENTS: dict[str, EnvFamily] = {
     "trading/Spot-v0": EnvFamily("envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy",
-                                 folds=True),
+                                 folds=True, vector_entry_point="envs.trading.vector_env:SpotTradingVectorEnv"),
     "agents/TestPrioritization-v0": EnvFamily("envs.agents.testprio.env:PointwiseTestPrioritizationEnv",
                                               "envs.agents.testprio.evaluate:evaluate_policy"),
     "agents/TestPrioritizationPairwise-v0": EnvFamily("envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
@@ -39,7 +42,7 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
 
 for _env_id, _family in ENVIRONMENTS.items():
     if _env_id not in gym.registry:
-        gym.register(id=_env_id, entry_point=_family.entry_point)
+        gym.register(id=_env_id, entry_point=_family.entry_point, vector_entry_point=_family.vector_entry_point)
 
 
 def _load(entry_point: str) -> Any:
@@ -63,6 +66,22 @@ def make_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
     return gym.make(env_id, config=config) if env_id in ENVIRONMENTS else gym.make(env_id, **config)
 
 
+def make_vector_env(env_id: str, num_envs: int, env_config: dict[str, Any] | None = None) -> gym.vector.VectorEnv:
+    """`num_envs` copies of a platform env in one vector env: its native batched implementation when the
+    family has one, else gymnasium's SyncVectorEnv (what RLlib's env runners get, see algos/dqn.py)."""
+    require_registered(env_id)
+    config = {key: value for key, value in dict(env_config or {}).items() if key != "num_envs"}
+    if has_vector_env(env_id):
+        return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", config=config)
+    return gym.vector.SyncVectorEnv([lambda: make_env(env_id, config) for _ in range(num_envs)])
+
+
+def has_vector_env(env_id: str) -> bool:
+    """Whether `env_id` has a native vector implementation (EnvFamily.vector_entry_point)."""
+    entry = ENVIRONMENTS.get(env_id)
+    return bool(entry and entry.vector_entry_point)
+
+
 def evaluator_for(env_id: str) -> Callable[[Policy, dict[str, Any]], EvaluationReport] | None:
     """The out-of-sample scorer of a platform env id, or None for plain Gymnasium ids."""
     entry = ENVIRONMENTS.get(env_id)
@@ -75,5 +94,5 @@ def supports_folds(env_id: str) -> bool:
     return bool(entry and entry.folds)
 
 
-__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "evaluator_for", "make_env",
-           "require_registered", "supports_folds"]
+__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "evaluator_for", "has_vector_env", "make_env",
+           "make_vector_env", "require_registered", "supports_folds"]

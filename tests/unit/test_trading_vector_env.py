@@ -1,0 +1,106 @@
+"""envs.trading.vector_env: N trading envs in one numpy step give exactly what N single envs give in
+gymnasium's SyncVectorEnv (next-step autoreset): same seeds, same actions -> the same observations,
+rewards, terminations, truncations and infos, bit for bit, across many episode ends."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+
+import envs
+from envs.errors import InputError
+from envs.trading.data import import_csv, save_bars
+from envs.trading.vector_env import SpotTradingVectorEnv
+from tests.conftest import random_walk_bars
+
+ENV_ID = "trading/Spot-v0"
+
+
+def _kraken_style_csv(tmp_path):
+    """Another venue's export (Kraken-style OHLCVT in epoch seconds, no header), imported like a user's file."""
+    bars = random_walk_bars(n=700, seed=7, start="2022-06-01")
+    seconds = (bars.index - pd.Timestamp("1970-01-01", tz="UTC")) // pd.Timedelta("1s")
+    lines = [f"{s},{o:.4f},{h:.4f},{lo:.4f},{c:.4f},{v:.3f},{i}" for i, (s, o, h, lo, c, v) in enumerate(zip(
+        seconds, bars["open"], bars["high"], bars["low"], bars["close"], bars["volume"]))]
+    path = tmp_path / "XBTEUR_60.csv"
+    path.write_text("\n".join(lines) + "\n")
+    imported, _ = import_csv(path, "1h")
+    return str(save_bars(imported, tmp_path / "XBT-EUR_1h.parquet", "XBT-EUR", "1h"))
+
+
+def _sources(tmp_path):
+    walk = str(save_bars(random_walk_bars(n=900, seed=3), tmp_path / "WALK-USD_1h.parquet", "WALK-USD", "1h"))
+    return {
+        "bundled BTC": {},
+        "random walk file": {"data_path": walk},
+        "other venue CSV": {"data_path": _kraken_style_csv(tmp_path)},
+        "synthetic regimes": {"source": "synthetic", "synthetic_bars": 3000, "symbol": "SYN-USD"},
+    }
+
+
+def _compare(config, num_envs=6, steps=260, seed=11, action_seed=0):
+    batched = envs.make_vector_env(ENV_ID, num_envs, config)
+    assert isinstance(batched.unwrapped, SpotTradingVectorEnv)
+    reference = gym.vector.SyncVectorEnv([lambda: envs.make_env(ENV_ID, config) for _ in range(num_envs)])
+    assert batched.single_observation_space == reference.single_observation_space
+    assert batched.single_action_space == reference.single_action_space
+    ends = 0
+    first, second = batched.reset(seed=seed), reference.reset(seed=seed)
+    _assert_same("reset", first, second)
+    actions = np.random.default_rng(action_seed).integers(0, batched.single_action_space.n, size=(steps, num_envs))
+    for step, action in enumerate(actions):
+        first, second = batched.step(action), reference.step(action)
+        _assert_same(f"step {step}", first, second)
+        ends += int(second[3].sum())
+    return ends
+
+
+def _assert_same(where, first, second):
+    for name, a, b in zip(("obs", "reward", "terminated", "truncated", "info"), first[-len(second):], second):
+        if name == "info" or isinstance(b, dict):
+            assert a.keys() == b.keys(), where
+            for key in b:
+                assert a[key].dtype == b[key].dtype and np.array_equal(a[key], b[key]), f"{where}: info {key}"
+        else:
+            assert a.dtype == b.dtype and np.array_equal(a, b), f"{where}: {name}"
+
+
+@pytest.mark.parametrize("source", ["bundled BTC", "random walk file", "other venue CSV", "synthetic regimes"])
+@pytest.mark.parametrize("interval, positions", [(1, "long_flat"), (3, "long_short")])
+def test_batched_env_equals_single_envs_bit_for_bit(tmp_path, source, interval, positions):
+    config = {**_sources(tmp_path)[source], "window": 6, "episode_length": 30, "decision_interval": interval,
+              "positions": positions, "fee_bps": 10, "slippage_bps": 2}
+    ends = _compare(config)
+    assert ends >= 12  # the comparison crossed many episode ends (autoreset)
+
+
+def test_validation_split_walks_the_whole_part_in_every_sub_env(tmp_path):
+    config = {**_sources(tmp_path)["random walk file"], "split": "validation", "episode_length": None,
+              "split_fractions": [0.6, 0.2, 0.2], "positions": "long_short"}
+    assert _compare(config, num_envs=3, steps=400) >= 3
+
+
+def test_an_off_by_one_fill_price_is_caught(tmp_path, monkeypatch):
+    """The comparison has power: filling at the decision bar's own open (one bar early) is detected."""
+    config = {**_sources(tmp_path)["random walk file"], "window": 6, "episode_length": 30}
+    original = SpotTradingVectorEnv._trade
+
+    def early_fill(self, change, actions):
+        self._t -= 1
+        try:
+            original(self, change, actions)
+        finally:
+            self._t += 1
+
+    monkeypatch.setattr(SpotTradingVectorEnv, "_trade", early_fill)
+    with pytest.raises(AssertionError, match="reward|info"):
+        _compare(config)
+
+
+def test_make_vec_uses_the_native_vector_env_and_bad_num_envs_is_an_input_error():
+    vec = gym.make_vec(ENV_ID, num_envs=4, vectorization_mode="vector_entry_point", config={})
+    assert isinstance(vec.unwrapped, SpotTradingVectorEnv) and vec.num_envs == 4
+    assert envs.has_vector_env(ENV_ID) and not envs.has_vector_env("agents/TestPrioritization-v0")
+    with pytest.raises(InputError, match="num_envs"):
+        SpotTradingVectorEnv({}, num_envs=0)
