@@ -5,8 +5,8 @@ as stock RLlib DQN with its own prioritized replay, on the same conf, seeds and 
 budget (the area under the learning curve) and over two seeds, which is less noisy than one final
 number. FastDQN must reach at least 90% of stock's on CartPole and on a SYNTHETIC market with a
 planted, learnable signal (conf/canary_planted.yaml, fold 0, validation split), and both must learn
-at all (far above random play / flat). Measured when written: CartPole 12k steps, fast 136 vs stock
-119; planted 8k steps, fast 149 vs stock 144. Stock RLlib's replay sampling is not seeded, so its side
+at all (far above random play / flat). Measured when written (8 envs per runner): CartPole over 12k
+steps, fast 136 vs stock 119 (over the first 8k: 95 vs 81); planted 8k steps, fast 149 vs stock 144. Stock RLlib's replay sampling is not seeded, so its side
 varies between runs; the 10% margin is for that. No wall-clock time is asserted.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _area(conf: str, implementation: str, iterations: int) -> float:
 
 
 @pytest.mark.parametrize("conf, iterations, learned", [
-    ("dqn_cartpole.yaml", 12, 60.0),     # x 1000 env steps; random play returns about 20
+    ("dqn_cartpole.yaml", 8, 40.0),      # x 1000 env steps; random play returns about 20
     ("canary_planted.yaml", 4, 60.0),    # x 2000 env steps; flat returns 0, the planted edge ~150
 ])
 def test_fast_dqn_learns_at_least_as_well_as_stock(ray_session, conf, iterations, learned):

@@ -106,9 +106,10 @@ def test_the_scored_checkpoint_is_the_best_by_validation(smoke_run):
     parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
     latest = [r for r in runs if r.data.tags.get("fold") == "3"]
     history = [(m.value, m.step) for r in latest for m in client.get_metric_history(r.info.run_id, "selection_score")]
-    best_value, best_step = max(history)
+    best_value = max(value for value, _ in history)
     assert float(parent.data.tags["best_checkpoint_score"]) == best_value
-    assert int(parent.data.tags["best_checkpoint_iteration"]) == best_step
+    # Iterations that tie for the best score (e.g. a policy that stayed flat) are all the best.
+    assert int(parent.data.tags["best_checkpoint_iteration"]) in {step for value, step in history if value == best_value}
     validation = [m.value for r in latest
                   for m in client.get_metric_history(r.info.run_id, "evaluation/env_runners/episode_return_mean")]
     assert best_value == max(validation)  # selection_score is tune.metric, copied flat
