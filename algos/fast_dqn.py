@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 from ray.rllib.algorithms.dqn import DQN, DQNConfig
-from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
@@ -67,7 +66,7 @@ class FastDQNConfig(DQNConfig):
         self.mixed_precision = "none"
 
     def fast(self, *, env_steps_per_learner_call: int | None = None,
-             mixed_precision: str | None = None) -> "FastDQNConfig":
+             mixed_precision: str | None = None) -> FastDQNConfig:
         """FastDQN's own settings: env steps gathered per learner call, and the learner's autocast dtype
         ("none", "bf16", or "fp16" with a grad scaler; RLlib 2.60's learner has no autocast)."""
         if env_steps_per_learner_call is not None:

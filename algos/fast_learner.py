@@ -19,7 +19,8 @@ The loss is RLlib's DQN loss (expected Q, not distributional) without its per-ca
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch

@@ -14,7 +14,7 @@ RLlib's env runners get this env through `gym_env_vectorize_mode="vector_entry_p
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -29,7 +29,7 @@ INFO_KEYS = ("equity", "position", "fees_paid", "trades", "row")
 
 
 class SpotTradingVectorEnv(gym.vector.VectorEnv):
-    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
     def __init__(self, config: dict[str, Any] | None = None, num_envs: int = 1, market: Market | None = None) -> None:
         config = dict(config or {})

@@ -81,11 +81,8 @@ def steps_per_second(make: Callable[[], Any], actions: list[int], seed: int) -> 
     return len(actions) / elapsed
 
 
-def vector_steps_per_second(make: Callable[[], Any], actions: np.ndarray, seed: int) -> float:
-    """Env steps/s (calls x envs) of gymnasium's SyncVectorEnv, which autoresets."""
-    from gymnasium.vector import SyncVectorEnv
-
-    vec = SyncVectorEnv([make] * actions.shape[1])
+def _vector_env_steps_per_second(vec: Any, actions: np.ndarray, seed: int) -> float:
+    """Env steps/s (calls x envs) of a vector env that autoresets, over the rows of `actions`."""
     vec.reset(seed=seed)
     step = vec.step
     start = time.perf_counter()
@@ -96,18 +93,19 @@ def vector_steps_per_second(make: Callable[[], Any], actions: np.ndarray, seed: 
     return actions.size / elapsed
 
 
+def vector_steps_per_second(make: Callable[[], Any], actions: np.ndarray, seed: int) -> float:
+    """gymnasium's SyncVectorEnv over single envs."""
+    from gymnasium.vector import SyncVectorEnv
+
+    return _vector_env_steps_per_second(SyncVectorEnv([make] * actions.shape[1]), actions, seed)
+
+
 def batched_steps_per_second(market, actions: np.ndarray, seed: int) -> float:
-    """Env steps/s (calls x envs) of the native numpy vector env (envs.trading.vector_env), which autoresets."""
+    """The native numpy vector env (envs.trading.vector_env)."""
     from envs.trading.vector_env import SpotTradingVectorEnv
 
     vec = SpotTradingVectorEnv({"window": WINDOW}, num_envs=actions.shape[1], market=market)
-    vec.reset(seed=seed)
-    step = vec.step
-    start = time.perf_counter()
-    for row in actions:
-        step(row)
-    elapsed = time.perf_counter() - start
-    return actions.size / elapsed
+    return _vector_env_steps_per_second(vec, actions, seed)
 
 
 def _best(samples: list[float]) -> float:
