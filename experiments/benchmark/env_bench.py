@@ -22,7 +22,7 @@ from experiments.benchmark.common import Budget, Figure, Report, require
 
 WINDOW = 24
 NUM_ENVS = 8  # SyncVectorEnv comparison
-BATCHED_ENVS = (8, 32, 128, 512)  # envs per call of the native vector env (the cpu preset runs 32 per env runner)
+BATCHED_ENVS = (8, 32, 64, 128)  # envs per call of the native vector env (the cpu preset runs 32 per env runner)
 REPEATS = 3
 TARGET = 3.0  # x gym-anytrading's single env, per env step
 

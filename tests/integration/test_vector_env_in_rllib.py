@@ -24,7 +24,8 @@ def _one_iteration(vectorize_mode: str | None):
         config.env_runners(gym_env_vectorize_mode=vectorize_mode)
     algo = config.build_algo()
     try:
-        batched = isinstance(algo.env_runner.env.unwrapped, SpotTradingVectorEnv)
+        batched = [isinstance(runner.env.unwrapped, SpotTradingVectorEnv)
+                   for runner in (algo.env_runner, algo.eval_env_runner)]  # training and evaluation
         result = algo.train()
     finally:
         algo.stop()
@@ -33,9 +34,9 @@ def _one_iteration(vectorize_mode: str | None):
 
 def test_native_vector_env_trains_exactly_like_sync_vector_env(ray_session):
     batched, native = _one_iteration(None)
-    assert batched
+    assert batched == [True, True]
     synced, sync = _one_iteration("sync")
-    assert not synced
+    assert synced == [False, False]
     for path in (("learners", "default_policy", "qf_loss"), ("evaluation", "env_runners", "episode_return_mean"),
                  ("env_runners", "num_env_steps_sampled_lifetime")):
         a, b = native, sync
