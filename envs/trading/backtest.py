@@ -52,14 +52,16 @@ def _row(equity: np.ndarray, targets: np.ndarray, ledger: Ledger, periods_per_ye
 
 def agent_targets(policy: Policy, env: SpotTradingEnv) -> np.ndarray:
     """Walk the env's split with the greedy policy: the target position in force after each close of the
-    split (decided at that close, or held since the last decision when decision_interval > 1)."""
+    split (decided at that close, or held since the last decision when decision_interval > 1). A margin
+    call ends the walk: the account is flat from there on."""
     obs, info = env.reset(seed=0)
     lo, hi = env.market.bounds[env.cfg.split]
     targets = np.zeros(hi - lo)
-    row, truncated = info["row"], False
-    while not truncated:
+    row, ended = info["row"], False
+    while not ended:
         action = int(np.asarray(policy(obs[None, :]))[0])
-        obs, _, _, truncated, info = env.step(action)
+        obs, _, terminated, truncated, info = env.step(action)
+        ended = terminated or truncated
         targets[row - lo:info["row"] - lo] = env.targets[action]
         row = info["row"]
     targets[row - lo:] = info["position"]
@@ -87,7 +89,8 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
     # numbers as the env walk (a test pins it) and an equity mark at every bar, also between decisions.
     table, curves = {}, {}
     for name, targets in strategies.items():
-        equity, ledger = simulate_positions(targets, opens, closes, env.fee_rate, env.slippage_rate)
+        equity, ledger = simulate_positions(targets, opens, closes, env.fee_rate, env.slippage_rate,
+                                            env.cfg.maintenance_margin)
         table[name] = _row(equity, targets, ledger, ppy)
         curves[name] = equity
     frame = pd.DataFrame.from_dict(table, orient="index")

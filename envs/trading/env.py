@@ -5,7 +5,10 @@ included) and its current position; its action is a target position that is fill
 bar t+1's open and held for `decision_interval` bars (default 1). The reward is the log
 change of ledger equity from close t to the close before the next decision, net of fees
 and slippage, times `reward_scale`. Training episodes are random windows of the fold's
-train part (truncated, never terminated); validation/test episodes walk their whole part.
+train part; validation/test episodes walk their whole part. Both end truncated, unless a
+short is margin-called (`envs.trading.ledger`): it is liquidated at the open or close that
+revealed the breach, the episode ends there terminated, with info `margin_call: True` and the
+log of the liquidated (floored, positive) equity change as the reward.
 Which rows are train, validation and test comes from `envs.splits` (holdout by default,
 or one fold of a walk-forward protocol).
 """
@@ -23,7 +26,7 @@ from envs.errors import InputError
 from envs.splits import Fold, Protocol
 from envs.trading.data import timeframe_delta
 from envs.trading.features import FEATURE_NAMES, WARMUP_BARS, compute_features
-from envs.trading.ledger import Ledger
+from envs.trading.ledger import DEFAULT_MAINTENANCE_MARGIN, Ledger
 from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +65,9 @@ class TradingConfig:
     fee_bps: float = 10.0
     slippage_bps: float = 2.0
     positions: str = "long_flat"
+    # A short is liquidated (and the episode terminated) when equity <= maintenance_margin x the value of
+    # the borrowed coins, checked at every open and close (envs.trading.ledger). Longs borrow nothing.
+    maintenance_margin: float = DEFAULT_MAINTENANCE_MARGIN
     reward_scale: float = 100.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -98,6 +104,9 @@ class TradingConfig:
                              f"got {self.decision_interval!r}")
         if self.fee_bps < 0 or self.slippage_bps < 0:
             raise InputError("trading env: fee_bps and slippage_bps must be >= 0")
+        if not 0.0 < self.maintenance_margin < 1.0:
+            raise InputError(f"trading env: maintenance_margin must be > 0 and < 1 (a fraction of the borrowed "
+                             f"coins' value, e.g. 0.1), got {self.maintenance_margin!r}")
 
     def split_protocol(self) -> Protocol:
         """The protocol whose fold `fold` this env trades: `protocol`, else the holdout `split_fractions`."""
@@ -205,7 +214,8 @@ class SpotTradingEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self._t, self._end = self._episode_bounds()
-        self.ledger = Ledger(fee_rate=self.fee_rate, slippage_rate=self.slippage_rate)
+        self.ledger = Ledger(fee_rate=self.fee_rate, slippage_rate=self.slippage_rate,
+                             maintenance_margin=self.cfg.maintenance_margin)
         self._action_index = self._flat_index
         self._equity = 1.0
         return self._observation(), self._info()
@@ -213,19 +223,31 @@ class SpotTradingEnv(gym.Env):
     def step(self, action: int):
         action = int(action)
         ledger = self.ledger
-        if action != self._action_index:  # the target changes (else Ledger.rebalance does nothing)
-            ledger.rebalance(float(self.targets[action]), self._opens[self._t + 1])
+        fill_row = self._t + 1
         # Held for `decision_interval` bars (fewer at the episode's end); marked at the last close.
         next_row = min(self._t + self._interval, self._end)
+        # A held short is checked at the fill bar's open before the order: called there, the order is void.
+        if ledger.units < 0.0 and ledger.margin_call(self._opens[fill_row]):
+            next_row = fill_row
+        else:
+            if action != self._action_index:  # the target changes (else Ledger.rebalance does nothing)
+                ledger.rebalance(float(self.targets[action]), self._opens[fill_row])
+            if ledger.units < 0.0:  # and at every close it is held through; the episode ends at a call
+                for row in range(fill_row, next_row + 1):
+                    if ledger.margin_call(self._closes[row]):
+                        next_row = row
+                        break
         equity = ledger.equity(self._closes[next_row])
         reward = math.log(equity / self._equity) * self.cfg.reward_scale
+        called = ledger.margin_called
         self._equity = equity
-        self._action_index = action
+        self._action_index = self._flat_index if called else action
         self._t = next_row
         info = {"equity": equity, "position": ledger.position, "fees_paid": ledger.fees_paid,
-                "trades": ledger.trades, "row": next_row}
-        return self._observation(), reward, False, next_row >= self._end, info
+                "trades": ledger.trades, "row": next_row, "margin_call": called}
+        return self._observation(), reward, called, next_row >= self._end and not called, info
 
     def _info(self) -> dict[str, Any]:
         return {"equity": self._equity, "position": float(self.targets[self._action_index]),
-                "fees_paid": self.ledger.fees_paid, "trades": self.ledger.trades, "row": self._t}
+                "fees_paid": self.ledger.fees_paid, "trades": self.ledger.trades, "row": self._t,
+                "margin_call": self.ledger.margin_called}

@@ -8,6 +8,17 @@ reward and every backtest row come from this same arithmetic.
 Orders are sent only when the target position changes: the existing position is closed
 and the new one opened with the cash left after fees, so a held position never churns
 and cash never goes negative to pay a fee.
+
+A short is sold borrowed coins, so a rally can cost more than the equity. The margin call:
+whenever the ledger marks a short (each bar's open before the agent's order fills, and each
+close), it is liquidated at that price (bought back with slippage and fee) if equity is at or
+below `maintenance_margin` times the borrowed coins' value there. Liquidating at the mark that
+revealed the breach uses no later price and exists at every bar (the next open may lie past the
+split's end); it is a forced fill, not the agent's order, and comes after the agent's decision.
+If a gap carries the price past the point where equity is zero, the lender takes the rest and
+cash is floored at `EQUITY_FLOOR` (so the log reward stays finite). A long is bought with the
+trader's own cash: it borrows nothing and is never called. After a margin call the account is
+flat and trades no more (the env terminates the episode, a backtest stays flat).
 """
 from __future__ import annotations
 
@@ -15,17 +26,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Equity left after a margin call whose liquidation lost more than the account held (a gap): the trader
+# cannot lose more than everything, and a positive floor keeps log(equity) finite. In units of the
+# starting equity (1.0).
+EQUITY_FLOOR = 1e-4
+# Liquidate a short when equity <= this x the borrowed coins' value, i.e. when assets fall to 1.1x
+# the debt (a typical spot-margin liquidation level). A 1x short is called near +82% from its entry.
+DEFAULT_MAINTENANCE_MARGIN = 0.1
+
 
 @dataclass
 class Ledger:
     fee_rate: float       # fee_bps / 1e4
     slippage_rate: float  # slippage_bps / 1e4
+    maintenance_margin: float = DEFAULT_MAINTENANCE_MARGIN
     cash: float = 1.0
     units: float = 0.0
     position: float = 0.0  # the target fraction currently held
     fees_paid: float = 0.0
     trades: int = 0  # filled orders (a flip from long to short is two)
     traded_notional: float = 0.0  # sum of |units| x fill price, in units of the starting equity (1.0)
+    margin_called: bool = False  # a short was liquidated: the account is closed
 
     def _fill(self, units: float, open_price: float) -> None:
         """Buy (units > 0) or sell (units < 0) at the open, with slippage and fee."""
@@ -53,17 +74,38 @@ class Ledger:
     def equity(self, price: float) -> float:
         return self.cash + self.units * price
 
+    def margin_call(self, price: float) -> bool:
+        """At a mark `price`, liquidate a short whose equity is at or below the maintenance margin of the
+        borrowed coins' value (see the module docstring); True if it did. The comparison and the fill are
+        written out operation by operation as in `SpotTradingVectorEnv`, which must match them bit for bit."""
+        if self.units >= 0.0 or self.cash + self.units * price > -self.units * price * self.maintenance_margin:
+            return False
+        self._fill(-self.units, price)
+        self.units = 0.0
+        self.position = 0.0
+        self.cash = max(self.cash, EQUITY_FLOOR)
+        self.margin_called = True
+        return True
 
-def simulate_positions(targets: np.ndarray, opens: np.ndarray, closes: np.ndarray,
-                       fee_rate: float, slippage_rate: float) -> tuple[np.ndarray, Ledger]:
-    """Equity at each close when `targets[i]` is decided at close i and filled at open i+1.
 
-    Returns equity marked at closes[0..n-1] (equity[0] = 1, before any trade) and the ledger.
+def simulate_positions(targets: np.ndarray, opens: np.ndarray, closes: np.ndarray, fee_rate: float,
+                       slippage_rate: float, maintenance_margin: float = DEFAULT_MAINTENANCE_MARGIN
+                       ) -> tuple[np.ndarray, Ledger]:
+    """Equity at each close when `targets[i]` is decided at close i and filled at open i+1, with the
+    margin checked at every open (before the fill) and close, as the env checks it.
+
+    Returns equity marked at closes[0..n-1] (equity[0] = 1, before any trade) and the ledger. After a
+    margin call the equity stays at its liquidated value: the account trades no more.
     """
-    ledger = Ledger(fee_rate=fee_rate, slippage_rate=slippage_rate)
-    equity = np.empty(len(closes))
-    equity[0] = 1.0
+    ledger = Ledger(fee_rate=fee_rate, slippage_rate=slippage_rate, maintenance_margin=maintenance_margin)
+    equity = np.ones(len(closes))
     for i in range(1, len(closes)):
-        ledger.rebalance(float(targets[i - 1]), float(opens[i]))
-        equity[i] = ledger.equity(float(closes[i]))
+        open_price, close = float(opens[i]), float(closes[i])
+        if not ledger.margin_call(open_price):
+            ledger.rebalance(float(targets[i - 1]), open_price)
+            ledger.margin_call(close)
+        equity[i] = ledger.equity(close)
+        if ledger.margin_called:
+            equity[i + 1:] = equity[i]
+            break
     return equity, ledger

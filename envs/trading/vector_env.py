@@ -6,7 +6,8 @@ Here the N sub-envs are columns of arrays: one market loaded once, the ledger's 
 vectorized, observations gathered with one fancy index. Results are those of N `SpotTradingEnv`s in a
 `SyncVectorEnv` with next-step autoreset, bit for bit (`tests/unit/test_trading_vector_env.py`):
 the same seeds (sub-env i is seeded with seed + i), the same episode starts, the same fills at the
-next bar's open with slippage and fees, the same observations, rewards and infos. The reward's log is
+next bar's open with slippage and fees, the same margin calls (per sub-env terminations), the same
+observations, rewards and infos. The reward's log is
 `math.log` per sub-env, because numpy's vectorized log (SIMD) differs from it in the last bit for ~4%
 of inputs; the single env keeps its fast `math.log` on a Python float.
 
@@ -28,8 +29,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from envs.errors import InputError
 from envs.trading.env import POSITION_SETS, Market, TradingConfig, load_market
+from envs.trading.ledger import EQUITY_FLOOR
 
-INFO_KEYS = ("equity", "position", "fees_paid", "trades", "row")
+INFO_KEYS = ("equity", "position", "fees_paid", "trades", "row", "margin_call")
 
 
 class SpotTradingVectorEnv(gym.vector.VectorEnv):
@@ -65,7 +67,11 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._closes = self.market.closes.astype(np.float64)
         self.fee_rate = self.cfg.fee_bps / 1e4
         self.slippage_rate = self.cfg.slippage_bps / 1e4
+        self.maintenance_margin = self.cfg.maintenance_margin
         up, down = 1.0 + self.slippage_rate, 1.0 - self.slippage_rate  # Ledger's buy and sell price factors
+        self._buy_factor = up  # a margin call buys the short back
+        # Offsets of the closes a decision's position is held through (checked for margin calls).
+        self._held = np.arange(1, self.cfg.decision_interval + 1)
         # Lookup tables by action index instead of np.where on signs (same factors, several times cheaper):
         # closing a short buys, closing a long sells; opening a long buys, opening a short sells.
         self._close_factor = np.where(self.targets < 0, up, down)
@@ -77,6 +83,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._equity, self._cash, self._units = np.ones(shape), np.ones(shape), np.zeros(shape)
         self._position, self._fees_paid = np.zeros(shape), np.zeros(shape)
         self._trades = np.zeros(shape, dtype=np.int64)
+        self._margin_call = np.zeros(shape, dtype=bool)
         self._autoreset = np.zeros(shape, dtype=bool)
         self._any_autoreset = False
         self._every = np.ones(shape, dtype=bool)  # the infos' `_key` masks: every sub-env reports every key
@@ -102,28 +109,69 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
     def step(self, actions: np.ndarray):
         actions = np.array(actions, dtype=np.int64).reshape(self.num_envs)  # a copy: kept as state
         changing = actions != self._action_index  # the target changes (else Ledger.rebalance does nothing)
+        live = ~self._autoreset  # sub-envs whose episode ended restart now and ignore their action
         if self._any_autoreset:
-            changing &= ~self._autoreset  # sub-envs whose episode ended restart now and ignore their action
-        if changing.any():
-            self._trade(changing, actions)
+            changing &= live
         # Held for `decision_interval` bars (fewer at the episode's end); marked at the last close. A sub-env
         # about to reset stays at its last row: same equity, reward log(1) = 0, then reset below.
         next_row = np.minimum(self._t + self.cfg.decision_interval, self._end)
+        short = (self._units < 0.0) & live
+        if short.any():  # a held short is checked at the fill bar's open before the order (SpotTradingEnv.step)
+            called = self._margin_calls(short, self._opens[self._t + 1])
+            if called.any():
+                self._liquidate(called, self._opens[self._t + 1])
+                changing &= ~called  # its order is void
+                next_row = np.where(called, self._t + 1, next_row)
+        if changing.any():
+            self._trade(changing, actions)
+        short = (self._units < 0.0) & live
+        if short.any():  # and at every close it is held through, up to the first breach
+            rows = np.minimum(self._t[:, None] + self._held, next_row[:, None])
+            breach = self._margin_calls(short[:, None], self._closes[rows], self._cash[:, None], self._units[:, None])
+            called = breach.any(axis=1)
+            if called.any():
+                first = rows[np.arange(self.num_envs), breach.argmax(axis=1)]  # the first breached row
+                self._liquidate(called, self._closes[first])
+                next_row = np.where(called, first, next_row)
         equity = self._cash + self._units * self._closes[next_row]
         ratios = (equity / self._equity).tolist()
         rewards = np.fromiter(map(math.log, ratios), np.float64, self.num_envs) * self.cfg.reward_scale
         self._equity, self._t = equity, next_row
-        self._action_index = actions
-        truncated = next_row >= self._end
+        called = self._margin_call
+        self._action_index = np.where(called, self._flat_index, actions) if called.any() else actions
+        truncated = (next_row >= self._end) & ~called
         if self._any_autoreset:
             resetting = self._autoreset
             self._reset_envs(resetting)
             rewards[resetting] = 0.0
             truncated &= ~resetting
-        self._autoreset = truncated
-        self._any_autoreset = bool(truncated.any())
-        return (self._observations(), rewards, np.zeros(self.num_envs, dtype=bool), truncated.copy(),
-                self._infos())
+        terminated = self._margin_call.copy()  # set by this step's calls only: the previous ones just reset
+        self._autoreset = terminated | truncated
+        self._any_autoreset = bool(self._autoreset.any())
+        return self._observations(), rewards, terminated, truncated, self._infos()
+
+    def _margin_calls(self, short: np.ndarray, prices: np.ndarray, cash: np.ndarray | None = None,
+                      units: np.ndarray | None = None) -> np.ndarray:
+        """`Ledger.margin_call`'s test at `prices` (broadcast against cash and units): equity at or below the
+        maintenance margin of the borrowed coins' value, for the sub-envs in `short`."""
+        cash = self._cash if cash is None else cash
+        units = self._units if units is None else units
+        return short & (cash + units * prices <= -units * prices * self.maintenance_margin)
+
+    def _liquidate(self, called: np.ndarray, prices: np.ndarray) -> None:
+        """`Ledger.margin_call`'s liquidation for the sub-envs in `called`: buy the short back at `prices` with
+        slippage and fee, floor cash at EQUITY_FLOOR, go flat. Other sub-envs keep their state (their price
+        may be the padding NaN)."""
+        bought = -self._units
+        price = prices * self._buy_factor
+        fee = np.abs(bought) * price * self.fee_rate
+        cash = np.maximum(self._cash - (bought * price + fee), EQUITY_FLOOR)
+        self._cash = np.where(called, cash, self._cash)
+        self._fees_paid = np.where(called, self._fees_paid + fee, self._fees_paid)
+        self._trades = self._trades + called
+        self._units = np.where(called, 0.0, self._units)
+        self._position = np.where(called, 0.0, self._position)
+        self._margin_call = self._margin_call | called
 
     def _reset_envs(self, mask: np.ndarray) -> None:
         """SpotTradingEnv.reset for the sub-envs in `mask`: a new episode (its own generator's draw), flat, equity 1."""
@@ -136,6 +184,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._equity, self._cash = np.where(mask, 1.0, self._equity), np.where(mask, 1.0, self._cash)
         self._units, self._position = np.where(mask, 0.0, self._units), np.where(mask, 0.0, self._position)
         self._fees_paid, self._trades = np.where(mask, 0.0, self._fees_paid), np.where(mask, 0, self._trades)
+        self._margin_call = self._margin_call & ~mask
 
     def _episode_bounds(self, rng: np.random.Generator) -> tuple[int, int]:
         """SpotTradingEnv._episode_bounds with this sub-env's generator (the same draw)."""
@@ -178,7 +227,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
     def _infos(self) -> dict[str, np.ndarray]:
         """The single env's info in gymnasium's vector layout: one array per key and a `_key` mask. The state
         arrays are copied: a caller may write to what it gets, as to SyncVectorEnv's arrays."""
-        values = (self._equity, self._position, self._fees_paid, self._trades, self._t)
+        values = (self._equity, self._position, self._fees_paid, self._trades, self._t, self._margin_call)
         infos: dict[str, np.ndarray] = {}
         for key, value in zip(INFO_KEYS, values):
             infos[key] = value.copy()

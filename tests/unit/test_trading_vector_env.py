@@ -40,7 +40,9 @@ def _sources(tmp_path):
     }
 
 
-def _compare(config, num_envs=6, steps=260, seed=11, action_seed=0):
+def _compare(config, num_envs=6, steps=260, seed=11, action_seed=0, action_p=None, count="truncated"):
+    """Step both with the same random actions (drawn with probabilities `action_p`); the number of episode
+    ends of kind `count` (truncated or terminated) the comparison crossed."""
     batched = envs.make_vector_env(ENV_ID, num_envs, config)
     assert isinstance(batched.unwrapped, SpotTradingVectorEnv)
     reference = gym.vector.SyncVectorEnv([lambda: envs.make_env(ENV_ID, config) for _ in range(num_envs)])
@@ -49,14 +51,15 @@ def _compare(config, num_envs=6, steps=260, seed=11, action_seed=0):
     ends = 0
     first, second = batched.reset(seed=seed), reference.reset(seed=seed)
     _assert_same("reset", first, second)
-    actions = np.random.default_rng(action_seed).integers(0, batched.single_action_space.n, size=(steps, num_envs))
+    actions = np.random.default_rng(action_seed).choice(batched.single_action_space.n, size=(steps, num_envs),
+                                                        p=action_p)
     buffer = np.empty(num_envs, dtype=np.int64)  # one reused action array, as a runner's: the env must copy it
     for step, action in enumerate(actions):
         buffer[:] = action
         first = batched.step(buffer)
         second = reference.step(action)
         _assert_same(f"step {step}", first, second)
-        ends += int(second[3].sum())
+        ends += int(second[3 if count == "truncated" else 2].sum())
     return ends
 
 
@@ -78,6 +81,30 @@ def test_batched_env_equals_single_envs_bit_for_bit(tmp_path, source, interval, 
               "positions": positions, "fee_bps": 10, "slippage_bps": 2}
     ends = _compare(config)
     assert ends >= 12  # the comparison crossed many episode ends (autoreset)
+
+
+def _gap_up_file(tmp_path) -> str:
+    """Every bar opens 3% above the last close and closes 1% below its open: a short's equity is lowest at
+    the opens, so margin calls happen at a fill bar's open (before the order), not only at closes."""
+    n = 900
+    closes = 100 * (1.03 * 0.99) ** np.arange(1, n + 1)
+    opens = closes / 0.99
+    bars = pd.DataFrame({"open": opens, "high": opens * 1.001, "low": closes * 0.999, "close": closes,
+                         "volume": np.ones(n)},
+                        index=pd.date_range("2022-01-01", periods=n, freq="1h", tz="UTC", name="timestamp"))
+    return str(save_bars(bars, tmp_path / "GAP-USD_1h.parquet", "GAP-USD", "1h"))
+
+
+@pytest.mark.parametrize("interval", [1, 5])
+@pytest.mark.parametrize("source", ["bundled BTC", "gap-up file"])
+def test_margin_calls_terminate_the_same_sub_envs_at_the_same_bars(tmp_path, interval, source):
+    """Mostly short, with a maintenance margin high enough that a few % rally calls: many sub-envs are
+    margin-called, at the fill bar's open or at a close inside a held interval, while others truncate."""
+    data = {} if source == "bundled BTC" else {"data_path": _gap_up_file(tmp_path)}
+    config = {**data, "window": 6, "episode_length": 200, "decision_interval": interval,
+              "positions": "long_short", "maintenance_margin": 0.9, "split_fractions": [0.6, 0.2, 0.2]}
+    calls = _compare(config, num_envs=8, steps=300, seed=5, action_p=[0.8, 0.1, 0.1], count="terminated")
+    assert calls >= 10  # the comparison did cross margin calls
 
 
 @pytest.mark.parametrize("split", ["validation", "test"])  # test: the part ends at the data's last bar
