@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from envs.errors import InputError
 from envs.splits import Protocol
@@ -200,6 +208,12 @@ class ExperimentConfig(Section):
     reporting: ReportingSection = Field(default_factory=ReportingSection)
     tune: TuneSection = Field(default_factory=TuneSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
+    # Search-space keys that a --set override pinned to one value (removed from tune.search_space).
+    _pinned: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def pinned(self) -> dict[str, Any]:
+        return self._pinned
 
     @property
     def timeframe(self) -> str | None:
@@ -283,6 +297,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise InputError(f"{path}: experiment file not found: check the path (examples are in conf/)") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder: pass one experiment file, e.g. {path / 'dqn_btc.yaml'}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file: pass an experiment YAML file (examples are in conf/)") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the experiment file ({exc.strerror}): check the path") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -293,8 +313,14 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_experiment(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read, override, validate. Relative `*_path`/`*_dir` values resolve against the experiment file's
+    folder when they come from the file, and against the working directory when they come from --set
+    (as any path typed in a shell)."""
     path = Path(path)
-    raw = apply_overrides(read_yaml(path), overrides or [])
+    raw = read_yaml(path)
+    _resolve_file_paths(raw, path.resolve().parent)
+    raw = apply_overrides(raw, overrides or [])
+    pinned = _pin_overridden_searches(raw, overrides or [])
     try:
         config = ExperimentConfig.model_validate(raw)
     except ValidationError as error:
@@ -302,16 +328,71 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     _check_search_paths(config, str(path))
     _check_batch_search(config, str(path))
     apply_protocol(config, str(path))
-    _absolute_paths(config.environment.env_config)
-    _absolute_paths(config.evaluation.env_config)
+    for env_config in (config.environment.env_config, config.evaluation.env_config):
+        _absolute_paths(env_config, Path.cwd())
+        _check_files_exist(env_config, str(path))
+    dumped = config.model_dump()
+    config._pinned = {key: _value_at(dumped, key) for key in pinned}  # as validated: 1e-4 is a float here
     return config
 
 
-def _absolute_paths(env_config: dict[str, Any]) -> None:
-    """Tune runs trials in their own folders: `*_path`/`*_dir` values are made absolute from the cwd."""
-    for key, value in env_config.items():
-        if key.endswith(("_path", "_dir")) and isinstance(value, str) and value:
-            env_config[key] = str(Path(value).expanduser().resolve())
+def _value_at(tree: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        tree = tree[part]
+    return tree
+
+
+def _pin_overridden_searches(raw: dict[str, Any], overrides: list[str]) -> list[str]:
+    """A --set of a key that tune.search_space searches pins it: the override wins and the key leaves
+    the search space (the plan says so). Returns the pinned keys."""
+    tune = raw.get("tune")
+    space = tune.get("search_space") if isinstance(tune, dict) else None
+    pinned = []
+    for text in overrides:
+        key = ".".join(parse_override(text)[0])
+        if isinstance(space, dict) and key in space:
+            del space[key]
+            pinned.append(key)
+            if tune.get("group_by") == key:  # one value left: nothing to group by
+                del tune["group_by"]
+    return pinned
+
+
+def _path_keys(env_config: dict[str, Any]) -> list[str]:
+    """The keys of an env config that hold local file or folder paths (a URI such as s3://... is not one)."""
+    return [key for key, value in env_config.items()
+            if key.endswith(("_path", "_dir")) and isinstance(value, str) and value and "://" not in value]
+
+
+def _absolute_paths(env_config: dict[str, Any], base: Path) -> None:
+    """Tune runs trials in their own folders: relative `*_path`/`*_dir` values are made absolute from `base`."""
+    for key in _path_keys(env_config):
+        env_config[key] = str((base / Path(env_config[key]).expanduser()).resolve())
+
+
+def _resolve_file_paths(raw: dict[str, Any], conf_dir: Path) -> None:
+    """Relative paths written in the experiment file resolve against the file's folder, wherever the run
+    starts from; also the values of a searched `*_path` (e.g. a grid over data files)."""
+    for section in (raw.get("environment"), raw.get("evaluation")):
+        env_config = section.get("env_config") if isinstance(section, dict) else None
+        if isinstance(env_config, dict):
+            _absolute_paths(env_config, conf_dir)
+    space = (raw.get("tune") or {}).get("search_space") if isinstance(raw.get("tune"), dict) else None
+    for key, domain in (space or {}).items() if isinstance(space, dict) else ():
+        if ".env_config." in key and key.endswith(("_path", "_dir")) and isinstance(domain, dict):
+            for form in ("grid", "choice"):
+                if isinstance(domain.get(form), list):
+                    domain[form] = [str((conf_dir / Path(v).expanduser()).resolve())
+                                    if isinstance(v, str) and "://" not in v else v for v in domain[form]]
+
+
+def _check_files_exist(env_config: dict[str, Any], source: str) -> None:
+    """A data file that is not there fails here, with where it was looked for and why there."""
+    for key in _path_keys(env_config):
+        if key.endswith("_path") and not Path(env_config[key]).exists():
+            raise InputError(f"{source}: {key}: {env_config[key]} not found (relative paths in an experiment file "
+                             "resolve against the file's folder, those given with --set against the working "
+                             "directory): fix the path (market data from a CSV: python -m experiments.data import FILE)")
 
 
 # The hardware plan derives the per-learner batch (and, with batch_scaling: preset, the lr) from these values.

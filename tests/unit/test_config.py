@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,17 +50,47 @@ def test_overrides_and_trial_count(tmp_path):
         BASE + "tune:\n  num_samples: 3\n  seeds: [0, 1]\n  search_space:\n"
         "    training.gamma: {grid: [0.9, 0.99]}\n    training.lr: {loguniform: [1e-4, 1e-3]}\n",
     )
-    exp = load_experiment(path, ["training.lr=1e-4", "rl_module.fcnet_hiddens=[32, 32]"])
-    assert exp.training.lr == 1e-4 and exp.rl_module.fcnet_hiddens == [32, 32]
+    exp = load_experiment(path, ["rl_module.fcnet_hiddens=[32, 32]"])
+    assert exp.rl_module.fcnet_hiddens == [32, 32] and exp.pinned == {}
     assert exp.num_trials() == 3 * 2 * 2
 
 
-def test_relative_data_paths_become_absolute(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    path = write(
-        tmp_path, "name: t\nenvironment: {env: trading/Spot-v0, env_config: {data_path: data/x.parquet}}\n"
-    )
-    assert load_experiment(path).environment.env_config["data_path"] == str(tmp_path / "data/x.parquet")
+def test_a_set_of_a_searched_key_pins_it(tmp_path):
+    """--set training.lr=1e-4 must not lose to tune.search_space: the key leaves the search and is reported."""
+    path = write(tmp_path, BASE + "tune:\n  search_space:\n    training.gamma: {grid: [0.9, 0.99]}\n"
+                 "    training.lr: {loguniform: [1e-4, 1e-3]}\n")
+    exp = load_experiment(path, ["training.lr=1e-4", "training.gamma=0.95"])
+    assert exp.training.lr == 1e-4 and exp.training.gamma == 0.95
+    assert exp.tune.search_space == {} and exp.pinned == {"training.lr": 1e-4, "training.gamma": 0.95}
+    assert exp.num_trials() == 1
+    assert exp.model_copy().pinned == exp.pinned  # survives the smoke version's copies
+
+
+def test_relative_paths_resolve_against_the_experiment_file_and_set_against_the_cwd(tmp_path, monkeypatch):
+    conf_dir, elsewhere = tmp_path / "project" / "conf", tmp_path / "elsewhere"
+    (conf_dir.parent / "data").mkdir(parents=True)
+    conf_dir.mkdir()
+    elsewhere.mkdir()
+    (conf_dir.parent / "data" / "x.parquet").write_bytes(b"")
+    (elsewhere / "y.parquet").write_bytes(b"")
+    path = conf_dir / "exp.yaml"
+    path.write_text("name: t\nenvironment: {env: trading/Spot-v0, env_config: {data_path: ../data/x.parquet}}\n")
+    monkeypatch.chdir(elsewhere)
+    assert load_experiment(path).environment.env_config["data_path"] == str(conf_dir.parent / "data" / "x.parquet")
+    overridden = load_experiment(path, ["environment.env_config.data_path=y.parquet"])
+    assert overridden.environment.env_config["data_path"] == str(elsewhere / "y.parquet")
+    with pytest.raises(InputError, match="resolve against the file's folder") as info:
+        load_experiment(path, ["environment.env_config.data_path=nope.parquet"])
+    assert str(elsewhere / "nope.parquet") in str(info.value)
+
+
+def test_a_searched_data_file_grid_resolves_against_the_experiment_file(tmp_path, monkeypatch):
+    (tmp_path / "a.parquet").write_bytes(b"")
+    path = write(tmp_path, "name: t\nenvironment: {env: trading/Spot-v0}\ntune:\n  search_space:\n"
+                 "    environment.env_config.data_path: {grid: [a.parquet, s3://bucket/b.parquet]}\n")
+    monkeypatch.chdir(tmp_path.parent)
+    grid = load_experiment(path).tune.search_space["environment.env_config.data_path"]["grid"]
+    assert grid == [str(tmp_path / "a.parquet"), "s3://bucket/b.parquet"]
 
 
 def test_search_space_forms_become_tune_domains():
@@ -98,14 +130,11 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("conf", CONFS, ids=[c.name for c in CONFS])
-def test_every_shipped_conf_dry_runs(conf):
-    import yaml
-
-    env_config = (yaml.safe_load(conf.read_text()).get("environment") or {}).get("env_config") or {}
-    data_path = env_config.get("data_path")
-    if data_path and not (REPO / data_path).exists():
-        pytest.skip(f"{conf.name}: its data file {data_path} is absent (relative to {REPO})")
-    result = run_cli(str(conf), "--dry-run")
+def test_every_shipped_conf_dry_runs(conf, tmp_path):
+    """From a fresh clone and from any folder: shipped confs read only bundled data, found from the conf."""
+    assert "../shared" not in conf.read_text()
+    result = subprocess.run([sys.executable, "-m", "experiments.run", str(conf), "--dry-run"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 0, result.stderr
     assert "hardware preset" in result.stdout and "resolved experiment" in result.stdout
 
@@ -113,13 +142,39 @@ def test_every_shipped_conf_dry_runs(conf):
 def test_every_shipped_conf_starts_with_its_command():
     for conf in CONFS:
         first = conf.read_text().splitlines()[0]
-        assert first.startswith("# Run:") and f"conf/{conf.name}" in first, conf
+        assert first == f"# Run:    .venv/bin/python -m experiments.run conf/{conf.name}", conf
+
+
+# A wall time in a comment ("about 3 minutes", "74 s", "~65 s per pair"): timings live in one place.
+TIMING = re.compile(r"\b\d+(\.\d+)?\s*(s|sec|seconds?|min|minutes?|hours?)\b(?![-/])", re.I)
+
+
+def test_conf_comments_hold_no_timings_and_their_commands_run_in_a_plain_shell():
+    """Every command printed in a conf works as printed without an activated venv, and wall times are
+    stated once, in the README's "Measured" table (not in headers that drift from it)."""
+    for conf in CONFS:
+        comments = [line for line in conf.read_text().splitlines() if line.lstrip().startswith("#")
+                    or " # " in line]
+        for line in comments:
+            comment = line[line.index("#"):]
+            assert not TIMING.search(comment), f"{conf.name}: {comment}"
+            assert "python -m" not in comment.replace(".venv/bin/python -m", ""), f"{conf.name}: {comment}"
+
+
+def test_the_readme_measures_every_shipped_conf():
+    readme = (REPO / "README.md").read_text()
+    measured = readme[readme.index("### Measured"):]
+    measured = measured[:measured.index("\n#")]
+    for conf in CONFS:
+        assert f"conf/{conf.name}" in measured or conf.name in measured, conf.name
 
 
 @pytest.mark.parametrize(
     "args, fragment",
     [
         (["conf/nope.yaml"], "not found"),
+        (["conf"], "is a folder"),
+        (["conf/dqn_btc.yaml", "--set", "training"], "KEY=VALUE"),
         (["conf/dqn_btc.yaml", "--set", "training.lrr=1"], "did you mean 'training.lr'"),
         (["conf/dqn_btc.yaml", "--set", "environment.env=trading/Spot-v9"], "did you mean 'trading/Spot-v0'"),
         (["conf/dqn_btc.yaml", "--set", "environment.env_config.data_path=/missing.parquet"], "not found"),
