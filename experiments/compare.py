@@ -6,10 +6,16 @@
 functions here turn that into pandas tables and matplotlib figures; `notebooks/compare_runs.ipynb`
 calls them. They only need MLflow, pandas and matplotlib, and every function takes the client as an
 argument so tests can pass a client on a temporary store.
+
+From a shell, `python -m experiments.compare [--experiment NAME] [--run RUN_ID] [--csv FILE]` prints the
+experiment's sweeps, one sweep's trials (the params that differ between them and their latest metrics)
+and its out-of-sample evaluation table.
 """
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -209,3 +215,67 @@ def plot_final_metric(table: pd.DataFrame, metric: str = EVAL_RETURN):
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return fig
+
+
+def varying_params(runs: Sequence[Run]) -> list[str]:
+    """The params whose value differs between runs (what a sweep searched: lr, fold, seed, ...)."""
+    keys = sorted({key for run in runs for key in run.data.params})
+    return [key for key in keys if len({run.data.params.get(key) for run in runs}) > 1]
+
+
+def _sweep_line(run: Run) -> str:
+    started = pd.Timestamp(run.info.start_time or 0, unit="ms").strftime("%Y-%m-%d %H:%M")
+    smoke = " smoke test" if run.data.tags.get("smoke_test") == "True" else ""
+    verdict = run.data.tags.get("verdict", "")
+    return f"  {run.info.run_id}  {started}  {run.info.status:<9}{smoke}  {verdict}".rstrip()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI, else "
+                                               f"{DEFAULT_TRACKING_URI})")
+    parser.add_argument("--experiment", help=f"MLflow experiment (default: EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})")
+    parser.add_argument("--run", help="the sweep's (parent) run id (default: the newest sweep)")
+    parser.add_argument("--csv", type=Path, help="also write the trials table to this CSV file")
+    return parser.parse_args(argv)
+
+
+# The trial table's metrics in the CLI: training and validation return, and the trial's own test scores.
+CLI_METRICS = (TRAIN_RETURN, EVAL_RETURN, "eval/total_return", "eval/sharpe", "eval/trades", "eval/nrpa")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in a table
+    uri, name = settings(args.tracking_uri, args.experiment)
+    try:
+        client = open_client(uri)
+        exp_id = experiment_id(client, name)
+        parents = parent_runs(client, exp_id)
+        parent = pick_parent(parents, args.run)
+    except (FileNotFoundError, LookupError) as error:
+        from experiments.shell import runnable
+
+        print(f"error: {runnable(str(error.args[0]))}", file=sys.stderr)
+        return 2
+    print(f"experiment {name!r} at {uri}: {len(parents)} sweep(s), newest first")
+    print("\n".join(_sweep_line(run) for run in parents))
+    trials = child_runs(client, exp_id, parent.info.run_id)
+    table = runs_table(trials, params=varying_params(trials), metric_prefixes=(), metrics=CLI_METRICS)
+    table = table.reset_index().set_index("run_name").drop(columns=["symbol"] if not table["symbol"].any() else [])
+    print(f"\nsweep {parent.info.run_id}: {len(trials)} trial(s)")
+    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40,
+                           "display.float_format", "{:.4g}".format):
+        print(table.to_string() if len(table) else "  (no trials logged)")
+        evaluation = evaluation_table(client, parent.info.run_id)
+        if evaluation is not None:
+            print("\nout-of-sample evaluation (evaluation/evaluation.csv):")
+            print(evaluation.to_string())
+    if args.csv:
+        table.to_csv(args.csv)
+        print(f"\nwrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from mlflow.tracking import MlflowClient
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import envs
@@ -47,8 +48,8 @@ def evaluate_gym_policy(policy: Policy, env_id: str, env_config: dict[str, Any],
         "agent": _episode_returns(env_id, env_config, lambda o: int(policy(np.asarray(o)[None])[0]), episodes, seed),
         "random": _episode_returns(env_id, env_config, lambda o: int(rng.integers(space.n)), episodes, seed),
     }
-    table = pd.DataFrame({name: {"return_mean": np.mean(r), "return_std": np.std(r), "episodes": len(r)}
-                          for name, r in rows.items()}).T
+    table = pd.DataFrame({name: {"episode_return_mean": np.mean(r), "episode_return_std": np.std(r),
+                                 "episodes": len(r)} for name, r in rows.items()}).T
     return EvaluationReport(
         title=f"{env_id}: {episodes} evaluation episodes on unseen seeds",
         table=table,
@@ -66,27 +67,40 @@ def evaluate_checkpoint(policy: Policy, env_id: str, env_config: dict[str, Any])
 
 
 def print_frame(console: Console, frame: pd.DataFrame, title: str, first_column: str = "") -> None:
-    table = Table(title=title)
-    table.add_column(first_column)
+    table = Table(title=escape(title))
+    table.add_column(escape(first_column), no_wrap=True)
     for column in frame.columns:
-        table.add_column(str(column), justify="right")
+        table.add_column(escape(str(column)), justify="right")
     for name, row in frame.iterrows():
-        table.add_row(str(name), *(_fmt(v) for v in row.to_numpy()), style="bold" if name == "agent" else None)
+        table.add_row(escape(str(name)), *(escape(format_cell(column, v)) for column, v in zip(frame.columns, row)),
+                      style="bold" if name == "agent" else None)
     console.print(table)
 
 
 def print_report(console: Console, report: EvaluationReport) -> None:
     print_frame(console, report.table, report.title, first_column="strategy")
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, (float, np.floating)) and np.isnan(value):
-        return "-"
-    if isinstance(value, (float, np.floating)):
-        # Counts (trades, episodes) are whole numbers: no decimals for them.
-        return f"{value:,.0f}" if abs(value) >= 1e4 or (value == int(value) and value != 0) else f"{value:.4f}"
+# Columns that are fractions of capital or of time: shown as percentages, as the README's tables show them.
+PERCENT_COLUMNS = frozenset({"total_return", "max_drawdown", "fees_paid", "exposure", "return_mean", "return_std"})
+# Columns that count things (a median of counts may end in .5).
+COUNT_COLUMNS = frozenset({"trades", "trades_median", "agent_trades", "results", "episodes", "cycles"})
+
+
+def format_cell(column: Any, value: Any) -> str:
+    """A table cell as a reader expects it: -12.34% for a return, 18 (not 18.0000) for a count, 3
+    decimals for a ratio such as a Sharpe ratio or a DSR; "-" for a missing value."""
+    if isinstance(value, (float, np.floating, int, np.integer)) and not isinstance(value, bool):
+        value = float(value)
+        if np.isnan(value):
+            return "-"
+        if column in PERCENT_COLUMNS:
+            return f"{value:.2%}"
+        if column in COUNT_COLUMNS or (abs(value) >= 1e4 and value == int(value)):
+            return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.3f}"
     return str(value)
 
 

@@ -22,6 +22,7 @@ from rich.console import Console
 from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import HardwarePreset, ResourcePlan, check_live_cluster
+from experiments.shell import python_command, tool_command
 from experiments.tracking import (
     MlflowTrialCallback,
     close_open_children,
@@ -121,7 +122,7 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     import ray
     import torch
 
-    from experiments.progress import LiveTrialTable
+    from experiments.progress import TrialProgress
     from experiments.sweep import build_param_space, fit, make_tuner, restore_tuner
 
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
@@ -150,19 +151,18 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             state = SweepState(tune_dir=str(experiment_dir / "tune" / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"),
                                parent_run_id=parent_id, experiment_id=experiment_id, tracking_uri=tracking_uri)
             state.save(args.output, exp.name)
-        console.print(plan.describe())
         if previous:
             tuner = restore_tuner(exp, Path(previous.tune_dir), params)
         else:
             tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
                                           _trial_params(exp, plan, params.search_keys), tags)
-            tuner = make_tuner(exp, plan, params, Path(state.tune_dir), [tracker, LiveTrialTable(console, params.search_keys)])
+            tuner = make_tuner(exp, plan, params, Path(state.tune_dir), [tracker, TrialProgress(console, params.search_keys)])
         results, interrupted = fit(tuner)
         console.print()
         if interrupted:
             status = KILLED
-            console.print(f"sweep interrupted: continue it with python -m experiments.run {args.conf} --resume"
-                          f"{'' if args.output == Path('runs') else f' --output {args.output}'}")
+            console.print(f"sweep interrupted: continue it with {python_command()} -m experiments.run {args.conf} "
+                          f"--resume{'' if args.output == Path('runs') else f' --output {args.output}'}", markup=False)
             return 130
         from experiments.scoring import score_sweep
 
@@ -180,5 +180,6 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             ray.shutdown()
     name = exp.tracking.experiment_name or exp.name
     console.print(f"MLflow run {state.parent_run_id} in experiment '{name}'. Open the UI with:")
-    console.print(f"  mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000", markup=False)
+    console.print(f"  {tool_command('mlflow')} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000",
+                  markup=False)
     return 0

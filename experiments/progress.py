@@ -1,6 +1,13 @@
-"""A live terminal table of the sweep: one row per trial, refreshed on every result."""
+"""The sweep's progress in the terminal: a live table on a TTY, plain lines when output is piped.
+
+Piped (CI, `| tee`, nohup), a live display would only appear at the end, after minutes of silence: there
+each trial gets a line when it starts and ends, and one with its latest numbers at most every
+`PIPED_INTERVAL_S` seconds while it trains; the table is printed once at the end.
+"""
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 from ray.tune import Callback
@@ -8,17 +15,25 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from experiments.shell import terminal_console
+
 COLUMNS = ("trial", "status", "params", "iter", "episode return", "eval return", "env steps", "steps/s")
+PIPED_INTERVAL_S = 30.0
 
 
-class LiveTrialTable(Callback):
-    def __init__(self, console: Console, search_keys: dict[str, str]) -> None:
+class TrialProgress(Callback):
+    def __init__(self, console: Console, search_keys: dict[str, str], live: bool | None = None) -> None:
         self.console = console
         self.search_keys = search_keys  # flattened Tune config key -> YAML dotted key
+        self.is_live = console.is_terminal if live is None else live
         self.rows: dict[str, dict[str, str]] = {}
+        self.last_line: dict[str, float] = {}  # trial id -> when its last plain line was printed
+        self.started = time.monotonic()
         self.live = self._new_live()
 
-    def _new_live(self) -> Live:
+    def _new_live(self) -> Live | None:
+        if not self.is_live:
+            return None
         return Live(self._render(), console=self.console, refresh_per_second=2, transient=False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -27,7 +42,7 @@ class LiveTrialTable(Callback):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.console = Console()
+        self.console = terminal_console()
         self.live = self._new_live()
 
     def _params(self, trial: Any) -> str:
@@ -37,48 +52,68 @@ class LiveTrialTable(Callback):
     def _render(self) -> Table:
         table = Table(title="Ray Tune sweep", expand=False)
         for column in COLUMNS:
-            table.add_column(column, justify="left" if column in ("trial", "status", "params") else "right")
+            table.add_column(column, justify="left" if column in ("trial", "status", "params") else "right",
+                             no_wrap=column == "trial")
         for row in self.rows.values():
             table.add_row(*(row.get(c, "") for c in COLUMNS))
         return table
 
-    def _update(self, trial: Any, **values: str) -> None:
-        row = self.rows.setdefault(trial.trial_id, {"trial": str(trial), "params": self._params(trial)})
-        row.update(values)
-        self.live.update(self._render())
+    def _update(self, trial: Any, **values: str) -> dict[str, str]:
+        # The trial id (e.g. e5a84_00001) tells rows apart; Tune's full name is cut on a 120-column terminal.
+        row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, "params": self._params(trial)})
+        row.update({key: value for key, value in values.items() if value != ""})  # keep the last known value
+        if self.live is not None:
+            self.live.update(self._render())
+        return row
+
+    def _line(self, row: dict[str, str], event: str) -> None:
+        """One plain progress line (piped output only)."""
+        if self.live is not None:
+            return
+        minutes, seconds = divmod(int(time.monotonic() - self.started), 60)
+        numbers = ", ".join(f"{column} {row[column]}" for column in COLUMNS[3:] if row.get(column))
+        self.console.print(f"[{minutes:02d}:{seconds:02d}] trial {row['trial']} ({row['params']}) {event}"
+                           + (f": {numbers}" if numbers else ""), markup=False, highlight=False)
+        self.last_line[row["trial"]] = time.monotonic()
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if not self.live.is_started:
+        if self.live is not None and not self.live.is_started:
             self.live.start()
-        self._update(trial, status="RUNNING")
+        self._line(self._update(trial, status="RUNNING"), "started")
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         runners = result.get("env_runners", {})
         evaluation = result.get("evaluation", {}).get("env_runners", {})
         steps = runners.get("num_env_steps_sampled_lifetime", 0)
         elapsed = result.get("time_total_s") or 0
-        self._update(trial, iter=str(result.get("training_iteration", "")),
-                     **{"episode return": _fmt(runners.get("episode_return_mean")),
-                        "eval return": _fmt(evaluation.get("episode_return_mean")),
-                        "env steps": f"{int(steps):,}",
-                        "steps/s": f"{steps / elapsed:,.0f}" if elapsed else ""})
+        # An iteration in which no episode ended reports no (or a nan) return: the row keeps the last one.
+        row = self._update(trial, iter=str(result.get("training_iteration", "")),
+                           **{"episode return": _fmt(runners.get("episode_return_mean")),
+                              "eval return": _fmt(evaluation.get("episode_return_mean")),
+                              "env steps": f"{int(steps):,}",
+                              "steps/s": f"{steps / elapsed:,.0f}" if elapsed else ""})
+        if time.monotonic() - self.last_line.get(trial.trial_id, -math.inf) >= PIPED_INTERVAL_S:
+            self._line(row, "training")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._update(trial, status="TERMINATED")
+        self._line(self._update(trial, status="TERMINATED"), "finished")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._update(trial, status="ERROR")
+        self._line(self._update(trial, status="ERROR"), "failed")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self.live is None:
+            self.console.print(self._render())  # piped: the table once, at the end
         self.stop()
 
     def stop(self) -> None:
-        if self.live.is_started:
+        if self.live is not None and self.live.is_started:
             self.live.stop()
 
 
 def _fmt(value: Any) -> str:
-    if value is None:
+    """A table cell: blank for a missing or nan number, 4 significant digits for floats."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
         return f"{value:.4g}"

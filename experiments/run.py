@@ -13,12 +13,14 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from envs.errors import InputError
 from experiments.config import IMPLEMENTATION_SPEEDUP, ExperimentConfig, load_experiment
 from experiments.hardware import estimate, resolve_plan, select_preset
 from experiments.protocol import FOLD_KEY, fold_indices
 from experiments.search_space import describe as describe_space
+from experiments.shell import runnable, terminal_console
 
 LOOPBACK = "127.0.0.1"
 
@@ -153,22 +155,23 @@ def print_plan(console: Console, exp: ExperimentConfig, args: argparse.Namespace
     preset, reason = select_preset(args.hardware, os.environ, exp.hardware)
     plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
                         exp.training.batch_scaling)
-    console.print(f"[bold]{exp.name}[/bold]: {exp.environment.env} ({exp.num_trials()} trial(s))")
-    console.print(f"hardware preset: {preset.name} (chosen by {reason})")
-    console.print(plan.describe())
-    console.print(describe_learning(plan, exp), highlight=False)
+    console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.environment.env)} ({exp.num_trials()} trial(s))")
+    lines = [f"hardware preset: {preset.name} (chosen by {reason})", plan.describe(), describe_learning(plan, exp)]
     speedup = IMPLEMENTATION_SPEEDUP[exp.training.implementation]
-    console.print(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup).describe()
-                  + f" [estimate from the preset's declared env steps/s x {speedup:g} for training.implementation "
-                  f"{exp.training.implementation}]")
+    lines.append(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup).describe()
+                 + f" [estimate from the preset's declared env steps/s x {speedup:g} for training.implementation "
+                 f"{exp.training.implementation}]")
     if exp.tune.search_space:
-        console.print("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
+        lines.append("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
+    if exp.pinned:
+        lines.append("pinned by --set (not searched): " + ", ".join(f"{k}={v}" for k, v in exp.pinned.items()))
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
     return preset, plan
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Piped output (CI logs, `| tee`) would be cut at 80 columns: the tables need more.
-    console = Console(width=None if sys.stdout.isatty() else 150)
+    console = terminal_console()
     try:
         args = parse_args(argv)
         exp = load(args)
@@ -185,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_experiment(exp, preset, plan, args, console)
     except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {runnable(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

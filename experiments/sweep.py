@@ -7,6 +7,7 @@ report each searched value (`trial.evaluated_params`) and can log it under its Y
 from __future__ import annotations
 
 import math
+import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,9 @@ def fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
     handler then re-installs the handler that was in place before `fit`, so finding ours back
     tells an interrupted sweep from a finished one (a second Ctrl-C raises KeyboardInterrupt).
     """
+    # Tune's newer console output ignores verbose=0: it prints a configuration box and a TensorBoard hint
+    # (TensorBoard is not installed). Our own progress (experiments/progress.py) replaces it.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     try:
         results = tuner.fit()

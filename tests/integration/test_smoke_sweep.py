@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import math
+import os
+import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -9,7 +13,6 @@ from mlflow.tracking import MlflowClient
 
 from envs.trading.env import SpotTradingEnv
 from experiments.config import load_experiment
-from experiments.run import main
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -22,9 +25,14 @@ def smoke_run(tmp_path_factory):
     ray.shutdown()  # another test module may have left a session behind
     out = tmp_path_factory.mktemp("smoke")
     uri = f"sqlite:///{out / 'mlflow.db'}"
-    code = main([str(REPO / "conf/dqn_btc.yaml"), "--smoke-test", "--no-dashboard", "--output", str(out),
-                 "--set", f"tracking.tracking_uri={uri}", "--set", "tracking.experiment_name=smoke"])
-    return code, MlflowClient(uri), out
+    # As a user runs it, output piped (as in CI or under `| tee`), from the repo folder.
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "conf/dqn_btc.yaml", "--smoke-test", "--no-dashboard",
+         "--output", str(out), "--set", f"tracking.tracking_uri={uri}", "--set", "tracking.experiment_name=smoke"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
+    (out / "stdout.txt").write_text(result.stdout)
+    (out / "stderr.txt").write_text(result.stderr)
+    return result.returncode, MlflowClient(uri), out
 
 
 def test_exit_code_and_runs(smoke_run):
@@ -113,3 +121,21 @@ def test_the_scored_checkpoint_is_the_best_by_validation(smoke_run):
     validation = [m.value for r in latest
                   for m in client.get_metric_history(r.info.run_id, "evaluation/env_runners/episode_return_mean")]
     assert best_value == max(validation)  # selection_score is tune.metric, copied flat
+
+
+def test_piped_output_shows_progress_and_no_noise(smoke_run):
+    """Piped, the run prints plain progress lines while it trains, each thing once, no library noise."""
+    code, _, out = smoke_run
+    stdout, stderr = (out / "stdout.txt").read_text(), (out / "stderr.txt").read_text()
+    assert code == 0, stderr[-2000:]
+    progress = re.findall(r"^\[\d\d:\d\d\] trial (\w+_\d{5}) \((.*)\) (started|training|finished)", stdout, re.M)
+    assert {event for *_, event in progress} >= {"started", "finished"}
+    assert len({trial for trial, *_ in progress}) == 2 and all("fold=" in params for _, params, _ in progress)
+    assert stdout.count("Using profile") == 1  # the plan, once
+    assert "[estimate from the preset's declared env steps/s" in stdout  # not eaten as markup
+    table = stdout[stdout.index("Ray Tune sweep"):]
+    assert "nan" not in table.split("\n\n")[0]  # the last finished return, never nan
+    for noise in ("on the new API stack", "TensorBoard", "Configuration for experiment"):
+        assert noise not in stdout and noise not in stderr, noise
+    command = next(line.split()[0] for line in stdout.splitlines() if " ui --backend-store-uri " in line)
+    assert command.endswith("mlflow") and (REPO / command).is_file()  # runs as printed, venv not activated

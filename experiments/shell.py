@@ -1,0 +1,56 @@
+"""Commands we print must run as printed, in a plain shell where the venv is not activated.
+
+`python -m experiments.run ...` fails there with "No module named 'rich'" and `mlflow ui` with "command
+not found": the printed form names the interpreter and tools of the venv we run in (`.venv/bin/python`,
+`.venv/bin/mlflow`), relative to the working directory when the venv is below it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+# Piped output (CI logs, `| tee`, nohup) is not cut into the terminal's 80 columns: text lines keep their
+# length (soft wrap) and a table gets the width it needs up to this.
+PIPED_TABLE_WIDTH = 240
+
+_MODULE_COMMAND = re.compile(r"(?<![\w/.-])python -m (?=experiments\.)")
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the working directory when below it (shorter to read and to paste), else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def in_virtualenv() -> bool:
+    return sys.prefix != sys.base_prefix
+
+
+def python_command() -> str:
+    """How to start this interpreter: `.venv/bin/python` in a venv, else `python` (on the PATH)."""
+    return _shown(Path(sys.executable)) if in_virtualenv() else "python"
+
+
+def tool_command(name: str) -> str:
+    """How to start a console script installed beside this interpreter, e.g. `.venv/bin/mlflow`."""
+    if not in_virtualenv():
+        return name
+    return _shown(Path(sys.executable).parent / (f"{name}.exe" if os.name == "nt" else name))
+
+
+def runnable(text: str) -> str:
+    """`text` with each `python -m experiments.…` made runnable as printed (`.venv/bin/python -m …`)."""
+    return _MODULE_COMMAND.sub(f"{python_command()} -m ", text)
+
+
+def terminal_console() -> Console:
+    """The console of our CLIs: the terminal's width on a TTY; unwrapped lines when piped."""
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=PIPED_TABLE_WIDTH, soft_wrap=True)

@@ -1,0 +1,99 @@
+"""What the terminal shows: progress when piped, table cells, commands that run as printed."""
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from experiments import progress, shell
+from experiments.evaluate import format_cell, print_frame
+
+
+def _trial(number: int) -> SimpleNamespace:
+    return SimpleNamespace(trial_id=f"e5a84_{number:05d}", evaluated_params={"training/n_step": 3, "fold": number})
+
+
+def _result(iteration: int, episode_return: float | None) -> dict:
+    runners = {"num_env_steps_sampled_lifetime": 256 * iteration}
+    if episode_return is not None:
+        runners["episode_return_mean"] = episode_return
+    return {"training_iteration": iteration, "time_total_s": iteration, "env_runners": runners,
+            "evaluation": {"env_runners": {"episode_return_mean": 1.5 * iteration}}}
+
+
+def _piped_progress(monkeypatch) -> tuple[progress.TrialProgress, io.StringIO]:
+    out = io.StringIO()
+    clock = iter(np.arange(0.0, 1000.0, 10.0))  # each call of the clock: 10 s later
+    monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(clock)))
+    console = Console(file=out, width=240, soft_wrap=True)
+    return progress.TrialProgress(console, {"training/n_step": "training.n_step"}), out
+
+
+def test_piped_progress_prints_plain_lines_at_an_interval_and_keeps_the_last_return(monkeypatch):
+    tracker, out = _piped_progress(monkeypatch)
+    assert tracker.live is None  # not a terminal: no live display
+    trial = _trial(2)
+    tracker.on_trial_start(0, [], trial)
+    for iteration, value in enumerate([60.9, None, float("nan"), 73.1, None, None, None], start=1):
+        tracker.on_trial_result(0, [], trial, _result(iteration, value))
+    tracker.on_trial_complete(0, [], trial)
+    tracker.on_experiment_end([])
+    lines = out.getvalue().splitlines()
+    events = [line.split(") ")[1].split(":")[0] for line in lines if line.startswith("[")]
+    # 10 s per clock call: a "training" line at most every 30 s, not one per iteration.
+    assert events[0] == "started" and events[-1] == "finished" and 1 <= events.count("training") < 7
+    assert lines[0].startswith("[00:10] trial e5a84_00002 (n_step=3 fold=2) started")
+    assert "episode return 73.1" in lines[-1 - lines[::-1].index(next(x for x in lines[::-1] if "finished" in x))]
+    table = out.getvalue()[out.getvalue().index("Ray Tune sweep"):]
+    assert "e5a84_00002" in table and "73.1" in table and "nan" not in table
+
+
+def test_a_terminal_gets_the_live_table_and_no_lines(monkeypatch):
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    tracker = progress.TrialProgress(console, {})
+    assert tracker.live is not None
+    tracker.on_trial_start(0, [], _trial(1))
+    tracker.on_trial_result(0, [], _trial(1), _result(1, 5.0))
+    tracker.stop()
+    assert "started" not in console.file.getvalue()
+
+
+@pytest.mark.parametrize("column, value, shown", [
+    ("total_return", -0.2273, "-22.73%"), ("max_drawdown", 0.2895, "28.95%"), ("return_mean", 0.1538, "15.38%"),
+    ("trades", 225.0, "225"), ("trades", 0.0, "0"), ("trades_median", 9.5, "9.5"), ("results", np.int64(2), "2"),
+    ("sharpe", 3.72031, "3.720"), ("dsr_of_excess", float("nan"), "-"), ("episode_return_mean", 500.0, "500.000"),
+    ("edge", "supported", "supported"),
+])
+def test_table_cells_are_formatted_by_what_the_column_holds(column, value, shown):
+    assert format_cell(column, value) == shown
+
+
+def test_a_frame_with_brackets_is_printed_verbatim():
+    out = io.StringIO()
+    frame = pd.DataFrame({"total_return": [0.1]}, index=["[agent]"])
+    print_frame(Console(file=out, width=200), frame, title="scores [one seed]", first_column="strategy")
+    assert "[agent]" in out.getvalue() and "[one seed]" in out.getvalue() and "10.00%" in out.getvalue()
+
+
+def test_printed_commands_name_the_venv_when_it_is_not_activated(monkeypatch, tmp_path):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setattr(sys, "executable", str(project / ".venv" / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(project / ".venv"))
+    project.mkdir()
+    monkeypatch.chdir(project)
+    assert shell.python_command() == str(Path(".venv/bin/python"))
+    assert shell.tool_command("mlflow") == str(Path(".venv/bin/mlflow"))
+    text = "import it with python -m experiments.data import FILE, or `python -m experiments.run conf/x.yaml`"
+    assert shell.runnable(text) == text.replace("python -m", ".venv/bin/python -m")
+    assert shell.runnable("/usr/bin/python -m experiments.run") == "/usr/bin/python -m experiments.run"
+    monkeypatch.chdir(elsewhere)  # outside the project: an absolute path
+    assert shell.tool_command("mlflow") == str(project / ".venv" / "bin" / "mlflow")
+    monkeypatch.setattr(sys, "prefix", sys.base_prefix)  # no venv: the PATH's python
+    assert shell.python_command() == "python" and shell.tool_command("mlflow") == "mlflow"
