@@ -32,6 +32,10 @@ PARENT_TAG = "mlflow.parentRunId"
 SYMBOL_PARAM = "environment.env_config.symbol"  # a trial's own coin when the sweep searches over coins
 
 
+# Significant digits, not decimals: learning rates 0.00028 and 0.00033 must not both read 0.0003.
+DISPLAY_OPTIONS = ("display.float_format", "{:.4g}".format, "display.max_columns", 50)
+
+
 def settings(tracking_uri: str | None = None, experiment_name: str | None = None) -> tuple[str, str]:
     """The tracking URI and experiment name to use: the arguments, else the environment variables
     `MLFLOW_TRACKING_URI` / `EXPERIMENT_NAME`, else `sqlite:///mlruns/mlflow.db` and `dqn_btc`."""
@@ -264,8 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     table = runs_table(trials, params=varying_params(trials), metric_prefixes=(), metrics=CLI_METRICS)
     table = table.reset_index().set_index("run_name").drop(columns=["symbol"] if not table["symbol"].any() else [])
     print(f"\nsweep {parent.info.run_id}: {len(trials)} trial(s)")
-    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40,
-                           "display.float_format", "{:.4g}".format):
+    with pd.option_context(*DISPLAY_OPTIONS, "display.width", 250, "display.max_colwidth", 40):
         print(table.to_string() if len(table) else "  (no trials logged)")
         evaluation = evaluation_table(client, parent.info.run_id)
         if evaluation is not None:

@@ -210,10 +210,22 @@ class ExperimentConfig(Section):
     tracking: TrackingSection = Field(default_factory=TrackingSection)
     # Search-space keys that a --set override pinned to one value (removed from tune.search_space).
     _pinned: dict[str, Any] = PrivateAttr(default_factory=dict)
+    # Every dotted key a --set override changed, and whether this is a --smoke-test version: both name
+    # the registered model (experiments.registry.registered_name).
+    _overridden: list[str] = PrivateAttr(default_factory=list)
+    _smoke_test: bool = PrivateAttr(default=False)
 
     @property
     def pinned(self) -> dict[str, Any]:
         return self._pinned
+
+    @property
+    def overridden(self) -> list[str]:
+        return self._overridden
+
+    @property
+    def smoke_test(self) -> bool:
+        return self._smoke_test
 
     @property
     def timeframe(self) -> str | None:
@@ -333,6 +345,7 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
         _check_files_exist(env_config, str(path))
     dumped = config.model_dump()
     config._pinned = {key: _value_at(dumped, key) for key in pinned}  # as validated: 1e-4 is a float here
+    config._overridden = [".".join(parse_override(text)[0]) for text in overrides or []]
     return config
 
 

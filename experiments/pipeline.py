@@ -31,6 +31,7 @@ from experiments.tracking import (
     log_params,
     make_client,
     open_experiment,
+    ui_url,
 )
 
 FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED))
@@ -179,7 +180,12 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
         if started_ray:
             ray.shutdown()
     name = exp.tracking.experiment_name or exp.name
+    if tracking_uri.startswith(("http://", "https://")):  # a tracking server is its own UI
+        console.print(f"MLflow run {state.parent_run_id} in experiment '{name}': "
+                      f"{ui_url(tracking_uri, state.experiment_id)}", markup=False)
+        return 0
     console.print(f"MLflow run {state.parent_run_id} in experiment '{name}'. Open the UI with:")
     console.print(f"  {tool_command('mlflow')} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000",
                   markup=False)
+    console.print(f"  then {ui_url('http://127.0.0.1:5000', state.experiment_id)}", markup=False)
     return 0

@@ -1,22 +1,51 @@
 """Register the best trial's policy in the MLflow Model Registry as a pyfunc model.
 
 `mlflow.pyfunc.load_model("models:/<name>/<version>").predict(observations)` returns the
-greedy actions for a batch of observations, with no Ray cluster: only the RLModule
+greedy actions for one observation or a batch, with no Ray cluster: only the RLModule
 checkpoint is packaged (with `experiments/policy_model.py` as the model's code).
+
+The registered name says what the model is, so `models:/<name>/latest` never silently changes
+meaning: the experiment's name (`--set name=...` renames it), then the data it was trained on when
+`--set` changed the data (`dqn_btc-ETH-USD_1h`), then the group (`dqn_coins-SOL-USD`), and `-smoke`
+for a `--smoke-test` run, which therefore never becomes a version of the real model. Every version
+is tagged with what produced it.
 """
 from __future__ import annotations
 
 import os
-import warnings
+import re
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import numpy as np
-from mlflow.models import infer_signature
+from mlflow.models import ModelSignature, infer_signature
 
 from experiments.policy import MODULE_SUBPATH, load_module_policy
 
 MODEL_CODE = Path(__file__).with_name("policy_model.py")
+# env_config keys that choose the data a model learns from: overriding one with --set renames the model.
+DATA_KEYS = ("data_path", "symbol", "source", "synthetic_model")
+
+
+def registered_name(name: str, overridden: list[str], env_config: dict[str, Any], group: str | None,
+                    smoke: bool) -> tuple[str, list[str]]:
+    """The registry name of a policy (see the module docstring; only letters, digits, '.', '_', '-') and
+    why it differs from the experiment's name."""
+    parts, reasons = [name], []
+    if "name" not in overridden:
+        for key in DATA_KEYS:
+            if f"environment.env_config.{key}" in overridden and env_config.get(key) is not None:
+                value = env_config[key]
+                parts.append(Path(value).stem if key == "data_path" else str(value))
+                reasons.append(f"{key} set with --set")
+    if group is not None:
+        parts.append(group)
+        reasons.append(f"group {group}")
+    if smoke:
+        parts.append("smoke")
+        reasons.append("a --smoke-test run, kept apart from the real model")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)), reasons
 
 
 def _requirements() -> list[str]:
@@ -28,22 +57,29 @@ def _requirements() -> list[str]:
 
 
 def register_policy(tracking_uri: str, run_id: str, checkpoint_dir: Path, model_name: str,
-                    example_observations: np.ndarray) -> str:
-    """Log the policy as a model of `run_id` and register it; returns 'models:/name/version'."""
+                    example_observations: np.ndarray, tags: dict[str, str]) -> str:
+    """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     mlflow.set_tracking_uri(tracking_uri)
     module_dir = Path(checkpoint_dir) / MODULE_SUBPATH
     actions = load_module_policy(module_dir)(example_observations)
-    with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
-        # Our signature is explicit; MLflow's advice to derive one from type hints does not apply.
-        warnings.filterwarnings("ignore", message="Add type hints to the `predict` method")
+    # Outputs only: an input schema would make MLflow refuse one observation or a float64 batch with an
+    # error that prints the whole array; policy_model.as_observation_batch checks the input instead.
+    signature = ModelSignature(outputs=infer_signature(example_observations, actions).outputs)
+    with mlflow.start_run(run_id=run_id):
         info = mlflow.pyfunc.log_model(
             name="policy",
             python_model=str(MODEL_CODE),
             artifacts={"rl_module": str(module_dir)},
-            signature=infer_signature(example_observations, actions),
+            model_config={"observation_shape": list(example_observations.shape[1:])},
+            signature=signature,
             input_example=example_observations[:2],
             pip_requirements=_requirements(),
             registered_model_name=model_name,
+            tags=tags,
         )
-    return f"models:/{model_name}/{info.registered_model_version}"
+    version = info.registered_model_version
+    client = mlflow.MlflowClient(tracking_uri)
+    for key, value in tags.items():
+        client.set_model_version_tag(model_name, version, key, value)
+    return f"models:/{model_name}/{version}"

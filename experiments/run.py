@@ -99,7 +99,9 @@ def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
     kept_grids = (group and "grid" in space.get(group, {})) or FOLD_KEY in space
     samples = 1 if kept_grids else exp.tune.num_samples
     tune = exp.tune.model_copy(update={"search_space": space, "seeds": exp.tune.seeds[:1], "num_samples": samples})
-    return exp.model_copy(update={"tune": tune})
+    smoke = exp.model_copy(update={"tune": tune})
+    smoke._smoke_test = True
+    return smoke
 
 
 def load(args: argparse.Namespace) -> ExperimentConfig:

@@ -177,12 +177,18 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
 def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClient", state: "SweepState",
               chosen_run: str | None, suffix: str, console: Console) -> None:
     """Register the group's deployable policy; the parent run records which checkpoint it is."""
-    from experiments.registry import register_policy
+    from experiments.registry import register_policy, registered_name
+    from experiments.tracking import git_commit
 
     chosen = outcome.chosen
-    model_name = exp.name if outcome.group == ALL else f"{exp.name}-{outcome.group}"
+    group = None if outcome.group == ALL else outcome.group
+    model_name, reasons = registered_name(exp.name, exp.overridden, chosen.env_config, group, exp.smoke_test)
+    data = chosen.env_config.get("data_path") or chosen.env_config.get("symbol") or exp.environment.env
+    tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "env": exp.environment.env,
+            "data": str(data), "fold": str(chosen.fold), "seed": str(chosen.seed),
+            "parent_run_id": state.parent_run_id, "git_commit": git_commit()}
     uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, chosen.checkpoint.path, model_name,
-                          example_observations(exp.environment.env, chosen.env_config))
+                          example_observations(exp.environment.env, chosen.env_config), tags)
     client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", str(chosen.checkpoint.path))
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
@@ -190,6 +196,9 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     console.print(escape(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
                          f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
                          f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})"))
+    if reasons:
+        console.print(escape(f"  named {model_name}, not {exp.name}: {'; '.join(reasons)} (--set name=... "
+                             "chooses the name)"))
 
 
 def example_observations(env_id: str, env_config: dict[str, Any]) -> np.ndarray:

@@ -7,6 +7,7 @@ run it opened, whatever way the sweep ends.
 """
 from __future__ import annotations
 
+import logging
 import math
 import re
 import subprocess
@@ -22,6 +23,13 @@ _BAD_KEY_CHARS = re.compile(r"[\[\]=,@]")
 _MAX_PARAM_CHARS = 6000
 _BATCH = 1000  # MLflow's limit of metrics per log_batch call
 SECRET_MARKERS = ("password", "secret", "token", "api_key", "apikey", "credential")
+# MLflow 3 tells model-training experiments from GenAI ones (traces, tokens) by this tag; its UI also
+# has a global switch between the two (see ui_url).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
+# Loggers whose INFO lines describe MLflow's own bookkeeping (creating the sqlite tables, validating the
+# input example): a user of the platform does not act on them. Warnings still show.
+QUIET_LOGGERS = ("mlflow.store.db.utils", "mlflow.store.db", "alembic", "mlflow.pyfunc", "mlflow.models")
 # Trial params that also become tags of the trial's run, so runs can be filtered by them in the UI.
 TRIAL_TAGS = {"environment.env_config.symbol": "symbol", "environment.env_config.fold": "fold", "seed": "seed"}
 
@@ -69,17 +77,34 @@ def git_commit() -> str:
 
 
 def open_experiment(client: MlflowClient, name: str, tracking_uri: str) -> str:
-    """The MLflow experiment id for `name`, created next to a local store if needed."""
+    """The MLflow experiment id for `name`, created next to a local store if needed, and marked as an
+    experiment of model training runs (also when it already existed)."""
     existing = client.get_experiment_by_name(name)
     if existing is not None:
+        if existing.tags.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING_KIND:
+            client.set_experiment_tag(existing.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
         return existing.experiment_id
     artifact_location = None
     if tracking_uri.startswith("sqlite:///"):
         artifact_location = (Path(tracking_uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
-    return client.create_experiment(name, artifact_location=artifact_location)
+    return client.create_experiment(name, artifact_location=artifact_location,
+                                    tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND})
+
+
+def ui_url(server: str, experiment_id: str) -> str:
+    """The experiment's runs table in the MLflow UI. MLflow 3.17's UI ignores the experiment-kind tag while
+    its global GenAI / Model training switch is shown, and that switch starts on GenAI; the
+    `workflowType` parameter sets it."""
+    return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def quiet_mlflow_bookkeeping() -> None:
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def make_client(tracking_uri: str) -> MlflowClient:
+    quiet_mlflow_bookkeeping()
     if tracking_uri.startswith("sqlite:///"):
         Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     return MlflowClient(tracking_uri=tracking_uri)

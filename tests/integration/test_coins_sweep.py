@@ -37,4 +37,4 @@ def test_coins_smoke_sweep_has_a_per_coin_table(tmp_path, capsys):
         assert f"eval/{symbol}/sharpe" in parent.data.metrics  # the registered model on its test part
         assert f"verdict/{symbol}/wins/buy_and_hold" in parent.data.metrics
         assert parent.data.metrics[f"verdict/{symbol}/folds"] == 2.0
-        assert client.search_model_versions(f"name = 'dqn_coins-{symbol}'")
+        assert client.search_model_versions(f"name = 'dqn_coins-{symbol}-smoke'")

@@ -163,3 +163,21 @@ def test_ui_shows_experiment_and_runs(store, mlflow_server, browser, tmp_path):
                           tmp_path / "parent_run_failed.png")
     browser.save_screenshot(str(tmp_path / "mlflow_parent_run.png"))
     print(f"screenshots: {tmp_path / 'mlflow_runs.png'}, {tmp_path / 'mlflow_parent_run.png'}")
+
+
+def test_the_printed_link_opens_the_training_runs_not_the_genai_overview(store, mlflow_server, browser, tmp_path):
+    """MLflow 3 opens an experiment on its GenAI overview (traces, tokens). The experiment is tagged as
+    model training and the link the run prints lands on the runs table."""
+    from mlflow.tracking import MlflowClient
+
+    from experiments.tracking import ui_url
+
+    uri, name, _ = store
+    experiment = MlflowClient(uri).get_experiment_by_name(name)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    parent = next(r for r in MlflowClient(uri).search_runs([experiment.experiment_id])
+                  if r.data.tags.get("role") == "sweep")
+    browser.get(ui_url(mlflow_server, experiment.experiment_id))
+    text = _wait_for_text(browser, [parent.info.run_name, "matching runs"], tmp_path / "landing_failed.png")
+    assert "/runs" in browser.current_url and "Token Usage" not in text
+    browser.save_screenshot(str(tmp_path / "mlflow_landing.png"))

@@ -89,20 +89,34 @@ def test_buy_and_hold_row_matches_hand_computation(smoke_run):
     assert table.loc["flat", "total_return"] == 0.0
 
 
-def test_best_policy_is_registered_and_loads(smoke_run):
+def test_best_policy_is_registered_apart_from_the_real_model_and_loads(smoke_run):
+    """A smoke run registers `<name>-smoke`, never a version of the real `dqn_btc`; the version says what
+    made it; the model takes a batch, one observation or float64 and refuses a wrong shape briefly."""
     import gymnasium as gym
     import mlflow
     import numpy as np
 
-    _, client, _ = smoke_run
-    versions = client.search_model_versions("name = 'dqn_btc'")
+    _, client, out = smoke_run
+    assert not client.search_model_versions("name = 'dqn_btc'")
+    versions = client.search_model_versions("name = 'dqn_btc-smoke'")
     assert len(versions) == 1
+    tags = versions[0].tags
+    assert tags["smoke_test"] == "True" and tags["experiment"] == "dqn_btc" and tags["fold"] == "3"
+    assert tags["data"].endswith("BTC-USD_1h.parquet")
+    assert "named dqn_btc-smoke, not dqn_btc: a --smoke-test run" in (out / "stdout.txt").read_text()
+    assert client.get_experiment_by_name("smoke").tags["mlflow.experimentKind"] == "custom_model_development"
     mlflow.set_tracking_uri(client.tracking_uri)
-    model = mlflow.pyfunc.load_model(f"models:/dqn_btc/{versions[0].version}")
+    model = mlflow.pyfunc.load_model(f"models:/dqn_btc-smoke/{versions[0].version}")
     env = gym.make("trading/Spot-v0")
     observations = np.array([env.reset(seed=s)[0] for s in range(5)], dtype=np.float32)
     actions = model.predict(observations)
     assert actions.shape == (5,) and set(actions) <= {0, 1}
+    assert np.array_equal(model.predict(observations.astype(np.float64)), actions)
+    assert np.array_equal(model.predict(observations[2]), actions[2:3])  # one observation
+    assert np.array_equal(model.predict(observations.tolist()), actions)
+    with pytest.raises(ValueError, match=r"must have shape") as error:
+        model.predict(observations[:, :-1])
+    assert len(str(error.value)) < 200
 
 
 def test_the_scored_checkpoint_is_the_best_by_validation(smoke_run):
@@ -135,7 +149,9 @@ def test_piped_output_shows_progress_and_no_noise(smoke_run):
     assert "[estimate from the preset's declared env steps/s" in stdout  # not eaten as markup
     table = stdout[stdout.index("Ray Tune sweep"):]
     assert "nan" not in table.split("\n\n")[0]  # the last finished return, never nan
-    for noise in ("on the new API stack", "TensorBoard", "Configuration for experiment"):
+    for noise in ("on the new API stack", "TensorBoard", "Configuration for experiment", "\x1b[",
+                  "Creating initial MLflow database tables", "Add type hints to the `predict` method",
+                  "Validating input example"):
         assert noise not in stdout and noise not in stderr, noise
     command = next(line.split()[0] for line in stdout.splitlines() if " ui --backend-store-uri " in line)
     assert command.endswith("mlflow") and (REPO / command).is_file()  # runs as printed, venv not activated
