@@ -14,18 +14,25 @@ import sys
 from pathlib import Path
 
 from envs.errors import InputError
-from envs.trading.data import GAP_POLICIES, TIMEFRAMES, find_gaps, import_csv, load_bars, save_bars
+from envs.trading.csv_import import STAMPS, canonical_symbol, import_csv
+from envs.trading.data import GAP_POLICIES, TIMEFRAMES, find_gaps, load_bars, save_bars
+from experiments.shell import runnable
 
 DEFAULT_DIR = Path("data") / "raw"
 
 
 def _import(args: argparse.Namespace) -> int:
-    bars, gaps = import_csv(args.file, args.timeframe, gaps=args.gaps)
-    out = args.out or DEFAULT_DIR / f"{args.symbol}_{args.timeframe}.parquet"
-    save_bars(bars, out, args.symbol, args.timeframe)
-    print(f"{args.file}: {len(bars)} {args.timeframe} bars {bars.index[0]} .. {bars.index[-1]}; "
-          f"gaps: {gaps.describe()}" + (f" (handled: {args.gaps})" if gaps.missing_bars else ""))
-    print(f"wrote {out}")
+    symbol = canonical_symbol(args.symbol)
+    out = args.out or DEFAULT_DIR / f"{symbol}_{args.timeframe}.parquet"
+    bars, report = import_csv(args.file, args.timeframe, gaps=args.gaps, symbol=symbol, stamps=args.stamps,
+                              allow_no_volume=args.no_volume)
+    if out.exists() and not args.force:
+        raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
+    save_bars(bars, out, symbol, args.timeframe, gaps=args.gaps)
+    print(f"{args.file}: {len(bars)} {args.timeframe} bars of {symbol} {bars.index[0]} .. {bars.index[-1]}")
+    for line in report.lines():
+        print(f"  {line}")
+    print(f"wrote {out}" + (" (replaced)" if args.force else ""))
     return 0
 
 
@@ -35,7 +42,8 @@ def _show(args: argparse.Namespace) -> int:
     print(f"{args.file}: symbol {bars.attrs.get('symbol', '?')}, {len(bars)} {timeframe or '?'} bars, "
           f"{bars.index[0]} .. {bars.index[-1]}")
     if timeframe:
-        print(f"gaps: {find_gaps(bars.index, timeframe).describe()}")
+        kept = " (kept on purpose: imported with --gaps drop)" if bars.attrs.get("gaps") == "drop" else ""
+        print(f"gaps: {find_gaps(bars.index, timeframe).describe()}{kept}")
     print(bars.describe().loc[["min", "max", "mean"]].to_string())
     return 0
 
@@ -56,10 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     imp = commands.add_parser("import", help="convert a CSV export into the project's parquet")
     imp.add_argument("file", type=Path)
-    imp.add_argument("--symbol", required=True, help="e.g. BTC-USD")
+    imp.add_argument("--symbol", required=True, help="BASE-QUOTE in capitals, e.g. BTC-USD; in a table of several "
+                     "assets (BTC:open, ETH:open, ...) it picks the columns of BTC")
     imp.add_argument("--timeframe", required=True, choices=list(TIMEFRAMES))
     imp.add_argument("--gaps", default="ffill", choices=GAP_POLICIES,
                      help="missing bars: ffill = flat bars at the last close (default), drop, or error")
+    imp.add_argument("--stamps", default="open", choices=STAMPS,
+                     help="what the file's times are: bar open times (default) or close times, shifted to opens")
+    imp.add_argument("--no-volume", action="store_true",
+                     help="accept a file without a volume column (volume 0: the volume feature is constant)")
+    imp.add_argument("--force", action="store_true", help="replace an existing output file")
     imp.add_argument("--out", type=Path, help=f"output parquet (default {DEFAULT_DIR}/<SYMBOL>_<TF>.parquet)")
     imp.set_defaults(handler=_import)
     show = commands.add_parser("show", help="summarize a bars parquet")
@@ -82,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {runnable(str(error))}", file=sys.stderr)
         return 2
 
 

@@ -24,8 +24,8 @@ from envs.trading.data import (
     GAP_POLICIES,
     GapReport,
     drop_exact_duplicates,
-    regularize,
     find_gaps,
+    regularize,
     save_bars,
     timeframe_delta,
     validate_bars,
@@ -200,7 +200,7 @@ def _to_result(rows: list[list[float]], symbol: str, timeframe: str, name: str, 
     bars = pd.DataFrame(table[:, 1:], index=index, columns=list(BAR_COLUMNS))
     bars["volume"] = bars["volume"].fillna(0.0)  # some exchanges send null volume for empty bars
     bars = bars.sort_index()
-    bars = drop_exact_duplicates(bars, Path(source))
+    bars, _ = drop_exact_duplicates(bars, Path(source))
     report = find_gaps(bars.index, timeframe)
     bars = regularize(bars, timeframe, gaps, report, Path(source))
     bars = validate_bars(bars, source=source, timeframe=timeframe, allow_gaps=gaps == "drop")
@@ -213,7 +213,7 @@ def fetch_to_cache(symbol: str, timeframe: str = "1h", data_dir: str | Path = DE
                    max_bars: int = DEFAULT_MAX_BARS, gaps: str = "ffill") -> tuple[Path, FetchResult]:
     """Fetch and write <data_dir>/<SYMBOL>_<TF>.parquet (atomically); returns the path and the fetch result."""
     result = fetch_bars(symbol, timeframe, exchange, since=since, until=until, max_bars=max_bars, gaps=gaps)
-    path = save_bars(result.bars, cache_path(symbol, timeframe, data_dir), symbol, timeframe)
+    path = save_bars(result.bars, cache_path(symbol, timeframe, data_dir), symbol, timeframe, gaps=gaps)
     return path, result
 
 

@@ -7,8 +7,6 @@ reported with the file name and the fix instead of silently skewing a backtest.
 """
 from __future__ import annotations
 
-import io
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,11 +26,6 @@ TIMEFRAMES: dict[str, pd.Timedelta] = {
     "1d": pd.Timedelta(days=1),
 }
 GAP_POLICIES = ("error", "ffill", "drop")
-# Columns that different exporters use for the bar's opening time.
-_TIME_COLUMNS = ("timestamp", "date", "datetime", "time", "open_time", "unix", "open time")
-_VOLUME_COLUMNS = ("volume", "vol", "volume_base", "base_volume")
-# CryptoDataDownload has `volume_btc` (base units) next to `volume` (quote currency): prefer base.
-_BASE_VOLUME = re.compile(r"^volume[ _](?!usd|usdt|usdc|eur|quote)[a-z0-9]+$")
 
 
 def timeframe_delta(timeframe: str) -> pd.Timedelta:
@@ -106,134 +99,33 @@ def find_gaps(index: pd.DatetimeIndex, timeframe: str) -> GapReport:
     return GapReport(int(missing.sum()), deltas[worst] - step, index[worst])
 
 
-def _read_text_table(path: Path) -> pd.DataFrame:
-    """Read a CSV export, skipping an attribution line such as CryptoDataDownload's."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found: check the path") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text CSV: export the bars as CSV") from None
-    lines = text.splitlines()
-    if not lines:
-        raise InputError(f"{path}: the file is empty: export the bars again")
-    first = lines[0].lower()
-    header_markers = ("open", "close")
-    # CryptoDataDownload puts a line of attribution above the header.
-    if not all(m in first for m in header_markers) and len(lines) > 1 and all(
-        m in lines[1].lower() for m in header_markers
-    ):
-        lines = lines[1:]
-    body = "\n".join(lines)
-    has_header = any(ch.isalpha() for ch in lines[0].replace("e+", "").replace("E+", ""))
-    try:
-        frame = pd.read_csv(io.StringIO(body), sep=None, engine="python", header=0 if has_header else None)
-    except (pd.errors.ParserError, csv_error()) as exc:
-        raise InputError(f"{path}: cannot parse as CSV ({exc}): check the delimiter and quoting") from None
-    if not has_header:
-        frame = _name_headerless_columns(frame, path)
-    frame.columns = [str(c).strip().lower() for c in frame.columns]
-    return frame
-
-
-def csv_error() -> type[Exception]:
-    import csv
-
-    return csv.Error
-
-
-def _name_headerless_columns(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Binance/Bybit kline dumps have no header: open_time, open, high, low, close, volume, ..."""
-    if frame.shape[1] < 6:
-        raise InputError(f"{path}: a header-less file needs at least 6 columns "
-                         "(open_time, open, high, low, close, volume): add a header row")
-    names = ["open_time", "open", "high", "low", "close", "volume"]
-    return frame.rename(columns=dict(enumerate(names)))
-
-
-def _parse_times(values: pd.Series, path: Path, column: str) -> pd.DatetimeIndex:
-    if pd.api.types.is_numeric_dtype(values):
-        numbers = values.astype("int64")
-        # Epoch seconds, milliseconds or microseconds, decided by magnitude.
-        magnitude = numbers.abs().max()
-        unit = "s" if magnitude < 10**11 else "ms" if magnitude < 10**14 else "us"
-        return pd.DatetimeIndex(pd.to_datetime(numbers, unit=unit, utc=True))
-    text = values.astype(str).str.strip()
-    # CryptoDataDownload writes hours as "2019-10-17 09-AM".
-    if text.str.match(r"^\d{4}-\d{2}-\d{2} \d{1,2}-(AM|PM)$").all():
-        parsed = pd.to_datetime(text, format="%Y-%m-%d %I-%p", utc=True, errors="coerce")
-    else:
-        parsed = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
-    bad = parsed.isna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(f"{path}: column {column!r} row {row + 1}: cannot read {text.iloc[row]!r} as a "
-                         "timestamp: use ISO dates (2024-01-31 13:00) or epoch milliseconds")
-    return pd.DatetimeIndex(parsed)
-
-
-def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill") -> tuple[pd.DataFrame, GapReport]:
-    """Read a CSV export (CryptoDataDownload, exchange kline dumps, generic OHLCV) into validated bars.
-
-    Rows may come newest first; they are sorted. Exact duplicate rows are dropped, conflicting
-    duplicates are an error. Gaps are handled by `gaps`: 'error', 'ffill' (flat bars at the last
-    close with zero volume, so the agent can trade nothing it could not have traded) or 'drop'.
-    """
-    path = Path(path)
-    if gaps not in GAP_POLICIES:
-        raise InputError(f"unknown gap policy {gaps!r}: use one of {', '.join(GAP_POLICIES)}")
-    frame = _read_text_table(path)
-    time_column = next((c for c in _TIME_COLUMNS if c in frame.columns), None)
-    if time_column is None:
-        raise InputError(f"{path}: no time column (looked for {', '.join(_TIME_COLUMNS)}); "
-                         f"found {', '.join(map(str, frame.columns))}: rename the bar time column to 'timestamp'")
-    missing = [c for c in PRICE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(f"{path}: missing price column(s) {', '.join(missing)}: "
-                         "the file needs open, high, low, close")
-    volume_column = next((c for c in frame.columns if _BASE_VOLUME.match(c)), None) or next(
-        (c for c in _VOLUME_COLUMNS if c in frame.columns), None)
-    bars = pd.DataFrame(index=_parse_times(frame[time_column], path, time_column))
-    for column in PRICE_COLUMNS:
-        bars[column] = _numeric(frame[column], path, column)
-    bars["volume"] = _numeric(frame[volume_column], path, volume_column) if volume_column else 0.0
-    bars.index.name = "timestamp"
-    bars = bars.sort_index()
-    bars = drop_exact_duplicates(bars, path)
-    report = find_gaps(bars.index, timeframe)
-    bars = regularize(bars, timeframe, gaps, report, path)
-    return validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop"), report
-
-
-def _numeric(values: pd.Series, path: Path, column: str) -> np.ndarray:
-    numbers = pd.to_numeric(values, errors="coerce")
-    bad = numbers.isna() & values.notna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(f"{path}: column {column!r} row {row + 1}: {values.iloc[row]!r} is not a number")
-    return numbers.to_numpy(dtype=np.float64)
-
-
-def drop_exact_duplicates(bars: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Keep one of rows repeated to the letter; two different bars at one timestamp are an error."""
+def drop_exact_duplicates(bars: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, int]:
+    """Keep one of rows repeated to the letter (and count them); two different bars at one timestamp are
+    an error."""
     duplicated_time = bars.index.duplicated(keep="first")
     if not duplicated_time.any():
-        return bars
-    frame = bars.reset_index()
-    exact = frame.duplicated(keep="first").to_numpy()
+        return bars, 0
+    exact = bars.reset_index().duplicated(keep="first").to_numpy()
     if (duplicated_time & ~exact).any():
         stamp = bars.index[np.flatnonzero(duplicated_time & ~exact)[0]]
         raise InputError(f"{path}: two different bars share the timestamp {stamp}: "
                          "remove one of them from the export")
-    return bars[~duplicated_time]
+    return bars[~duplicated_time], int(duplicated_time.sum())
+
+
+def off_grid_bars(index: pd.DatetimeIndex, timeframe: str) -> np.ndarray:
+    """Which stamps are not bar opening times: a 1h bar opens at :00, a 4h bar at 00, 04, ... UTC, a daily
+    bar at midnight UTC (exchanges align them so; a stamp at 10:30 is another timeframe or a close time)."""
+    epoch = pd.Timestamp("1970-01-01", tz="UTC")
+    return np.asarray((index - epoch) % timeframe_delta(timeframe) != pd.Timedelta(0))
 
 
 def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport, path: Path) -> pd.DataFrame:
     """Check the timeframe grid and apply the gap policy (shared by the CSV importer and the fetcher)."""
-    off_grid = (bars.index - bars.index[0]) % timeframe_delta(timeframe) != pd.Timedelta(0)
+    off_grid = off_grid_bars(bars.index, timeframe)
     if off_grid.any():
-        raise InputError(f"{path}: bar at {bars.index[np.argmax(off_grid)]} is not on the {timeframe} grid: "
-                         "check --timeframe")
+        raise InputError(f"{path}: bar at {bars.index[np.argmax(off_grid)]} is not on the {timeframe} grid "
+                         f"(bars open at multiples of {timeframe} from 00:00 UTC): check --timeframe")
     check_spacing(bars.index, timeframe, f"{path} (--timeframe)")
     if not report.missing_bars or gaps == "drop":
         return bars
@@ -280,17 +172,20 @@ def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
     if timeframe is not None and not allow_gaps:
         report = find_gaps(bars.index, timeframe)
         if report.missing_bars:
-            raise InputError(f"{source}: {report.describe()}: re-import with --gaps ffill or --gaps drop")
+            raise InputError(f"{source}: {report.describe()}: re-import with --gaps ffill (flat bars) or "
+                             "--gaps drop (keep the holes; the file then records that they are deliberate)")
     return bars[list(BAR_COLUMNS)].astype(np.float64)
 
 
-def save_bars(bars: pd.DataFrame, path: str | Path, symbol: str, timeframe: str) -> Path:
-    """Write bars as parquet with the symbol and timeframe in the file's metadata."""
+def save_bars(bars: pd.DataFrame, path: str | Path, symbol: str, timeframe: str, gaps: str = "ffill") -> Path:
+    """Write bars as parquet with the symbol, timeframe and gap policy in the file's metadata. A file
+    imported with `gaps="drop"` keeps its holes on purpose: `load_bars` accepts them (the env then steps
+    over a hole as from one bar to the next, as over an exchange outage)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     frame = bars.copy()
-    frame.attrs = {"symbol": symbol, "timeframe": timeframe}
+    frame.attrs = {"symbol": symbol, "timeframe": timeframe, "gaps": gaps}
     frame.to_parquet(tmp)
     tmp.replace(path)  # never leave a half-written parquet behind
     return path
@@ -312,4 +207,5 @@ def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
     if timeframe and declared and timeframe != declared:
         raise InputError(f"{path}: holds {declared} bars (file metadata) but timeframe {timeframe!r} was asked for: "
                          f"set environment.env_config.timeframe: {declared}, or leave it out")
-    return validate_bars(bars, source=str(path), timeframe=timeframe or declared)
+    return validate_bars(bars, source=str(path), timeframe=timeframe or declared,
+                         allow_gaps=bars.attrs.get("gaps") == "drop")

@@ -130,6 +130,19 @@ class Market:
     synthetic: bool = False  # generated bars (envs.trading.synthetic): reports must say SYNTHETIC
 
 
+def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int | None, where: str) -> None:
+    """Every part must hold at least one training episode: a shorter train part cannot give a random
+    window, and a validation or test part shorter than an episode scores too few decisions to select
+    or judge on (200 bars in 70/15/15 leave 30 for each)."""
+    if episode_length is None:
+        return
+    short = {name: hi - lo for name, (lo, hi) in bounds.items() if hi - lo < episode_length}
+    if short:
+        sizes = ", ".join(f"{name} {length}" for name, length in short.items())
+        raise InputError(f"{where}: parts shorter than episode_length {episode_length} bars ({sizes}): use a "
+                         "longer history, a shorter environment.env_config.episode_length or other split sizes")
+
+
 def load_market(cfg: TradingConfig) -> Market:
     """Load bars, cut the time splits, compute features fitted on the train split only."""
     bars = load_source_bars(cfg)
@@ -147,6 +160,7 @@ def load_market(cfg: TradingConfig) -> Market:
     if train_end - bounds["train"][0] < max(cfg.window, 3):
         raise InputError(f"{source}: fold {fold.index}'s train part has only {max(train_end - bounds['train'][0], 0)} "
                          f"bars after the {WARMUP_BARS}-bar feature warm-up: use a longer history")
+    check_split_lengths(bounds, cfg.episode_length, f"{source}: fold {fold.index}")
     features = compute_features(bars, fit_rows=slice(train_start, train_end))
     return Market(
         timestamps=bars.index.to_numpy(),

@@ -77,7 +77,9 @@ def market_file(tmp_path):
 
 
 def make(path, fold: int, **overrides) -> SpotTradingEnv:
-    return SpotTradingEnv({"data_path": str(path), "window": 8, "protocol": WALK, "fold": fold, **overrides})
+    """An env on one fold; 200-bar training episodes fit the 300-bar held-out parts."""
+    return SpotTradingEnv({"data_path": str(path), "window": 8, "protocol": WALK, "fold": fold,
+                           "episode_length": 200, **overrides})
 
 
 def test_env_trades_its_fold(market_file):

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from envs.errors import InputError
-from envs.trading.data import find_gaps, import_csv, load_bars, save_bars
+from envs.trading.csv_import import import_csv
+from envs.trading.data import find_gaps, load_bars, save_bars
 from tests.conftest import REPO, SHARED, random_walk_bars
 
 CDD_HEADER = (
@@ -34,7 +35,7 @@ def test_cryptodatadownload_hourly_newest_first(tmp_path):
     bars, gaps = import_csv(write(tmp_path, CDD_HEADER + "\n".join(rows)), "1h")
     assert list(bars.index.hour) == [12, 13, 14] and str(bars.index.tz) == "UTC"
     assert bars["close"].tolist() == [129, 130, 130.5] and bars["volume"].tolist() == [11, 12, 10]
-    assert gaps.missing_bars == 0
+    assert gaps.gaps.missing_bars == 0
 
 
 def test_headerless_binance_klines_in_milliseconds(tmp_path):
@@ -52,8 +53,8 @@ def test_generic_iso_with_gap_filled_flat(tmp_path):
         "timestamp,open,high,low,close,volume\n2024-03-01T00:00:00Z,10,11,9,10,5\n"
         "2024-03-01T01:00:00Z,10,12,10,11,5\n2024-03-01T04:00:00Z,11,12,10,12,5\n"
     )
-    bars, gaps = import_csv(write(tmp_path, text), "1h", gaps="ffill")
-    assert gaps.missing_bars == 2 and len(bars) == 5
+    bars, report = import_csv(write(tmp_path, text), "1h", gaps="ffill")
+    assert report.gaps.missing_bars == 2 and len(bars) == 5
     filled = bars.iloc[2]
     assert filled["open"] == filled["close"] == 11 and filled["volume"] == 0
     dropped, _ = import_csv(write(tmp_path, text), "1h", gaps="drop")
@@ -125,8 +126,8 @@ def test_find_gaps_reports_longest():
     not (SHARED / "data/market/Coinbase_BTCUSD_d.csv").exists(), reason="shared/ data not present"
 )
 def test_real_cryptodatadownload_daily_export_and_bundled_copy():
-    bars, gaps = import_csv(SHARED / "data/market/Coinbase_BTCUSD_d.csv", "1d")
-    assert bars.index[0] == pd.Timestamp("2014-12-01", tz="UTC") and gaps.missing_bars == 12
+    bars, report = import_csv(SHARED / "data/market/Coinbase_BTCUSD_d.csv", "1d")
+    assert bars.index[0] == pd.Timestamp("2014-12-01", tz="UTC") and report.gaps.missing_bars == 12
     bundled = load_bars(REPO / "data/raw/BTC-USD_1h.parquet")
     assert len(bundled) == 20111 and bundled.attrs["symbol"] == "BTC-USD"
     hourly, _ = import_csv(SHARED / "data/market/Coinbase_BTCUSD_1h.csv", "1h")
@@ -148,7 +149,7 @@ def test_import_cli_writes_parquet_and_fails_cleanly(tmp_path):
             "import",
             str(src),
             "--symbol",
-            "X",
+            "X-USD",
             "--timeframe",
             "1h",
             "--out",
@@ -167,7 +168,7 @@ def test_import_cli_writes_parquet_and_fails_cleanly(tmp_path):
             "import",
             str(tmp_path / "none.csv"),
             "--symbol",
-            "X",
+            "X-USD",
             "--timeframe",
             "1h",
         ],
@@ -184,7 +185,8 @@ def test_timeframe_that_contradicts_the_metadata_is_an_error(bars_file):
 
     with pytest.raises(InputError, match=r"holds 1h bars \(file metadata\).*timeframe: 1h"):
         SpotTradingEnv({"data_path": str(bars_file), "timeframe": "1d"})
-    assert SpotTradingEnv({"data_path": str(bars_file), "timeframe": "1h"}).market.timeframe == "1h"
+    env = SpotTradingEnv({"data_path": str(bars_file), "timeframe": "1h", "episode_length": 50})
+    assert env.market.timeframe == "1h"
 
 
 def test_timeframe_that_contradicts_the_bar_spacing_is_an_error(tmp_path):

@@ -11,7 +11,8 @@ import pytest
 import envs
 from envs.errors import InputError
 from envs.trading import vector_env
-from envs.trading.data import import_csv, save_bars
+from envs.trading.csv_import import import_csv
+from envs.trading.data import save_bars
 from envs.trading.vector_env import SpotTradingVectorEnv
 from tests.conftest import random_walk_bars
 
@@ -101,9 +102,9 @@ def test_margin_calls_terminate_the_same_sub_envs_at_the_same_bars(tmp_path, int
     """Mostly short, with a maintenance margin high enough that a few % rally calls: many sub-envs are
     margin-called, at the fill bar's open or at a close inside a held interval, while others truncate."""
     data = {} if source == "bundled BTC" else {"data_path": _gap_up_file(tmp_path)}
-    config = {**data, "window": 6, "episode_length": 200, "decision_interval": interval,
+    config = {**data, "window": 6, "episode_length": 150, "decision_interval": interval,
               "positions": "long_short", "maintenance_margin": 0.9, "split_fractions": [0.6, 0.2, 0.2]}
-    calls = _compare(config, num_envs=8, steps=300, seed=5, action_p=[0.8, 0.1, 0.1], count="terminated")
+    calls = _compare(config, num_envs=8, steps=400, seed=5, action_p=[0.8, 0.1, 0.1], count="terminated")
     assert calls >= 10  # the comparison did cross margin calls
 
 

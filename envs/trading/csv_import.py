@@ -1,0 +1,240 @@
+"""Import OHLCV CSV exports into validated bars, questioning what an export can silently get wrong.
+
+Layouts: CryptoDataDownload (attribution line, newest first, `2019-10-17 09-AM`), header-less exchange
+kline dumps (Binance/Bybit: epoch s/ms/us), generic OHLCV CSVs with a time column, and wide
+multi-asset tables (an unnamed date column, then `BTC:open, BTC:high, ..., ETH:open, ...`) from which
+one symbol's columns are taken. What the importer does not guess: a file without a volume column
+(the volume feature would be constant), stamps off the timeframe's UTC grid (10:30 for 1h bars), close
+time stamps (10:59:59.999, shifted to open times only when asked), and conflicting duplicates. What it
+does, it reports: exact duplicates dropped, gaps and how they were handled, stamps shifted.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from envs.errors import InputError
+from envs.trading.data import (
+    GAP_POLICIES,
+    PRICE_COLUMNS,
+    GapReport,
+    drop_exact_duplicates,
+    find_gaps,
+    off_grid_bars,
+    regularize,
+    timeframe_delta,
+    validate_bars,
+)
+
+# Columns that different exporters use for the bar's opening time.
+TIME_COLUMNS = ("timestamp", "date", "datetime", "time", "open_time", "unix", "open time")
+VOLUME_COLUMNS = ("volume", "vol", "volume_base", "base_volume")
+# CryptoDataDownload has `volume_btc` (base units) next to `volume` (quote currency): prefer base.
+BASE_VOLUME = re.compile(r"^volume[ _](?!usd|usdt|usdc|eur|quote)[a-z0-9]+$")
+STAMPS = ("open", "close")
+# A close-time stamp is this close below the next grid point (Binance writes open + step - 1 ms).
+CLOSE_STAMP_TOLERANCE = pd.Timedelta(seconds=1)
+WIDE_SEPARATOR = ":"
+SYMBOL_FORM = re.compile(r"^[A-Z0-9]+-[A-Z0-9]+$")
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What the import found and did, one line each (printed by `experiments.data import`)."""
+
+    gaps: GapReport
+    gap_policy: str
+    duplicates_dropped: int
+    volume_column: str | None  # None: no volume in the file, set to 0 (--no-volume)
+    stamps: str
+
+    def lines(self) -> list[str]:
+        handled = f" (handled: {self.gap_policy})" if self.gaps.missing_bars else ""
+        lines = [f"gaps: {self.gaps.describe()}{handled}"]
+        if self.duplicates_dropped:
+            lines.append(f"duplicates: dropped {self.duplicates_dropped} row(s) repeated to the letter")
+        if self.volume_column is None:
+            lines.append("volume: none in the file, set to 0 (--no-volume): the volume feature is constant")
+        if self.stamps == "close":
+            lines.append("stamps: close times shifted to bar open times (--stamps close)")
+        return lines
+
+
+def canonical_symbol(symbol: str) -> str:
+    """Symbols name files (data/raw/BTC-USD_1h.parquet) and conf keys: BASE-QUOTE in capitals, or an error
+    that suggests that form."""
+    if SYMBOL_FORM.match(symbol):
+        return symbol
+    guess = re.sub(r"[/_: ]", "-", symbol.strip().upper())
+    if "-" not in guess:
+        guess = f"{guess}-USD"
+    raise InputError(f"--symbol {symbol!r}: write symbols as BASE-QUOTE in capitals, e.g. --symbol {guess}")
+
+
+def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: str | None = None,
+               stamps: str = "open", allow_no_volume: bool = False) -> tuple[pd.DataFrame, ImportReport]:
+    """Read a CSV export into validated bars, sorted (rows may come newest first).
+
+    `gaps`: 'error', 'ffill' (flat bars at the last close with zero volume, so the agent can trade nothing
+    it could not have traded) or 'drop'. `symbol` picks the columns of a wide multi-asset table.
+    `stamps='close'` shifts close-time stamps to open times. A file without volume needs `allow_no_volume`.
+    """
+    path = Path(path)
+    if gaps not in GAP_POLICIES:
+        raise InputError(f"unknown gap policy {gaps!r}: use one of {', '.join(GAP_POLICIES)}")
+    if stamps not in STAMPS:
+        raise InputError(f"unknown --stamps {stamps!r}: use open (bars stamped at their open) or close")
+    frame = _read_text_table(path)
+    if _is_wide(frame):
+        frame = _symbol_columns(frame, symbol, path)
+    time_column = next((c for c in TIME_COLUMNS if c in frame.columns), None)
+    if time_column is None:
+        raise InputError(f"{path}: no time column (looked for {', '.join(TIME_COLUMNS)}); "
+                         f"found {', '.join(map(str, frame.columns))}: rename the bar time column to 'timestamp'")
+    missing = [c for c in PRICE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing price column(s) {', '.join(missing)}: "
+                         "the file needs open, high, low, close")
+    volume_column = next((c for c in frame.columns if BASE_VOLUME.match(c)), None) or next(
+        (c for c in VOLUME_COLUMNS if c in frame.columns), None)
+    bars = pd.DataFrame(index=_parse_times(frame[time_column], path, time_column))
+    for column in PRICE_COLUMNS:
+        bars[column] = _numeric(frame[column], path, column)
+    bars["volume"] = _numeric(frame[volume_column], path, volume_column) if volume_column else 0.0
+    bars.index = _open_times(bars.index, timeframe, stamps, path)
+    bars.index.name = "timestamp"
+    bars = bars.sort_index()
+    bars, duplicates = drop_exact_duplicates(bars, path)
+    report = find_gaps(bars.index, timeframe)
+    bars = regularize(bars, timeframe, gaps, report, path)
+    if volume_column is None and not allow_no_volume:
+        raise InputError(f"{path}: no volume column (looked for {', '.join(VOLUME_COLUMNS)}, volume_<base>): "
+                         "add it to the export, or pass --no-volume to import with volume 0 (the volume "
+                         "feature is then constant)")
+    bars = validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop")
+    return bars, ImportReport(report, gaps, duplicates, volume_column, stamps)
+
+
+def _read_text_table(path: Path) -> pd.DataFrame:
+    """Read a CSV export, skipping an attribution line such as CryptoDataDownload's."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found: check the path") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder: pass one CSV file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text CSV: export the bars as CSV") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise InputError(f"{path}: the file is empty: export the bars again")
+    first = lines[0].lower()
+    header_markers = ("open", "close")
+    # CryptoDataDownload puts a line of attribution above the header.
+    if not all(m in first for m in header_markers) and len(lines) > 1 and all(
+        m in lines[1].lower() for m in header_markers
+    ):
+        lines = lines[1:]
+    body = "\n".join(lines)
+    has_header = any(ch.isalpha() for ch in lines[0].replace("e+", "").replace("E+", ""))
+    if has_header and len(lines) == 1:
+        raise InputError(f"{path}: a header and no rows: export the bars again")
+    try:
+        frame = pd.read_csv(io.StringIO(body), sep=None, engine="python", header=0 if has_header else None)
+    except (pd.errors.ParserError, csv.Error) as exc:
+        raise InputError(f"{path}: cannot parse as CSV ({exc}): check the delimiter and quoting") from None
+    if not has_header:
+        frame = _name_headerless_columns(frame, path)
+    frame.columns = [str(c).strip().lower() for c in frame.columns]
+    return frame
+
+
+def _name_headerless_columns(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Binance/Bybit kline dumps have no header: open_time, open, high, low, close, volume, ..."""
+    if frame.shape[1] < 6:
+        raise InputError(f"{path}: a header-less file needs at least 6 columns "
+                         "(open_time, open, high, low, close, volume): add a header row")
+    names = ["open_time", "open", "high", "low", "close", "volume"]
+    return frame.rename(columns=dict(enumerate(names)))
+
+
+def _asset_columns(frame: pd.DataFrame) -> list[str]:
+    """`asset:field` columns (pandas names an unnamed column `Unnamed: 0`, which is not one)."""
+    return [c for c in frame.columns if WIDE_SEPARATOR in c and not c.startswith("unnamed:")]
+
+
+def _is_wide(frame: pd.DataFrame) -> bool:
+    return len(_asset_columns(frame)) >= len(PRICE_COLUMNS)
+
+
+def _symbol_columns(frame: pd.DataFrame, symbol: str | None, path: Path) -> pd.DataFrame:
+    """One asset's columns of a wide table (`BTC:open`, ...), the first column as its time column."""
+    assets = list(dict.fromkeys(c.split(WIDE_SEPARATOR, 1)[0].strip() for c in _asset_columns(frame)))
+    listed = ", ".join(asset.upper() for asset in assets)
+    if symbol is None:
+        raise InputError(f"{path}: a table of several assets ({listed}): pass --symbol, e.g. "
+                         f"--symbol {assets[0].upper()}-USD")
+    wanted = {symbol.lower(), symbol.lower().split("-")[0]}
+    asset = next((a for a in assets if a in wanted), None)
+    if asset is None:
+        raise InputError(f"{path}: no columns for {symbol} (assets in the file: {listed}): pick one of them")
+    time_column = frame.columns[0]
+    if time_column in _asset_columns(frame):
+        raise InputError(f"{path}: a table of several assets needs its time as the first column; found "
+                         f"{time_column!r} there")
+    picked = {c: c.split(WIDE_SEPARATOR, 1)[1].strip() for c in _asset_columns(frame)
+              if c.split(WIDE_SEPARATOR, 1)[0].strip() == asset}
+    return frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
+
+
+def _parse_times(values: pd.Series, path: Path, column: str) -> pd.DatetimeIndex:
+    if pd.api.types.is_numeric_dtype(values):
+        numbers = values.astype("int64")
+        # Epoch seconds, milliseconds or microseconds, decided by magnitude.
+        magnitude = numbers.abs().max()
+        unit = "s" if magnitude < 10**11 else "ms" if magnitude < 10**14 else "us"
+        return pd.DatetimeIndex(pd.to_datetime(numbers, unit=unit, utc=True))
+    text = values.astype(str).str.strip()
+    # CryptoDataDownload writes hours as "2019-10-17 09-AM".
+    if text.str.match(r"^\d{4}-\d{2}-\d{2} \d{1,2}-(AM|PM)$").all():
+        parsed = pd.to_datetime(text, format="%Y-%m-%d %I-%p", utc=True, errors="coerce")
+    else:
+        parsed = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
+    bad = parsed.isna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column {column!r} row {row + 1}: cannot read {text.iloc[row]!r} as a "
+                         "timestamp: use ISO dates (2024-01-31 13:00) or epoch milliseconds")
+    return pd.DatetimeIndex(parsed)
+
+
+def _open_times(index: pd.DatetimeIndex, timeframe: str, stamps: str, path: Path) -> pd.DatetimeIndex:
+    """Bars are stamped at their open. Close stamps (exactly on the grid, or just below it: 10:59:59.999)
+    become the open of the bar they close when `stamps='close'`; without it they are refused, not guessed."""
+    step = timeframe_delta(timeframe)
+    if stamps == "close":
+        return index.ceil(step) - step
+    off = off_grid_bars(index, timeframe)
+    if off.any():
+        below = index.ceil(step) - index
+        if (below[off] <= CLOSE_STAMP_TOLERANCE).all():
+            raise InputError(f"{path}: bars are stamped just before the {timeframe} grid (first {index[off][0]}): "
+                             "these look like close times; pass --stamps close to use the bars' open times")
+        raise InputError(f"{path}: bar at {index[off][0]} is not on the {timeframe} grid (bars open at multiples "
+                         f"of {timeframe} from 00:00 UTC): check --timeframe")
+    return index
+
+
+def _numeric(values: pd.Series, path: Path, column: str) -> np.ndarray:
+    numbers = pd.to_numeric(values, errors="coerce")
+    bad = numbers.isna() & values.notna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column {column!r} row {row + 1}: {values.iloc[row]!r} is not a number")
+    return numbers.to_numpy(dtype=np.float64)
