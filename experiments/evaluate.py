@@ -86,7 +86,8 @@ def print_report(console: Console, report: EvaluationReport) -> None:
 # Columns that are fractions of capital or of time: shown as percentages, as the README's tables show them.
 PERCENT_COLUMNS = frozenset({"total_return", "max_drawdown", "fees_paid", "exposure", "return_mean", "return_std"})
 # Columns that count things (a median of counts may end in .5).
-COUNT_COLUMNS = frozenset({"trades", "trades_median", "agent_trades", "results", "episodes", "cycles"})
+COUNT_COLUMNS = frozenset({"trades", "trades_median", "agent_trades", "results", "episodes", "cycles",
+                           "cycles_with_failures", "paper_cycles"})
 
 
 def format_cell(column: Any, value: Any) -> str:

@@ -199,3 +199,18 @@ def test_real_enriched_file_loads_and_matches_its_precomputed_history():
     frame = frame.iloc[np.argsort(codes, kind="stable")]
     for lag, column in enumerate(["failures_3", "failures_2", "failures_1", "failures_0"]):
         assert np.array_equal(history.history[:, lag] == 1, frame[column].to_numpy() > 0)
+
+
+def test_every_shipped_testprio_conf_reads_bundled_data_with_source_and_license():
+    """A fresh clone has data/ but not ../shared: every data file a shipped conf reads is under data/,
+    and data/testprio/README.md names each bundled file with its source and license."""
+    from experiments.config import load_experiment
+    from tests.conftest import REPO
+
+    readme = (REPO / "data/testprio/README.md").read_text()
+    for conf in sorted((REPO / "conf").glob("dqn_testprio_*.yaml")):
+        data_path = Path(load_experiment(conf).environment.env_config["data_path"])
+        assert data_path.is_relative_to(REPO / "data") and data_path.is_file(), conf.name
+    for bundled in sorted((REPO / "data/testprio").glob("*.csv")):
+        section = readme[readme.index(bundled.name):]
+        assert "Source:" in section.split("\n## ")[0] and "License:" in section.split("\n## ")[0], bundled.name

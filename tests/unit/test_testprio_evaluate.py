@@ -37,8 +37,9 @@ def test_each_env_id_maps_to_its_evaluator():
 def test_report_is_well_formed_on_synthetic_data():
     report = evaluate_policy(constant_policy, {})
     assert list(report.table.index) == list(STRATEGIES)
-    assert list(report.table.columns) == ["apfd", "napfd", "nrpa", "cycles_with_failures", "cycles"]
-    assert set(report.agent_metrics) == {"eval/apfd", "eval/napfd", "eval/nrpa"}
+    assert list(report.table.columns) == ["apfd", "napfd", "nrpa", "cycles_with_failures", "cycles", "paper_apfd",
+                                          "paper_napfd", "paper_nrpa", "paper_cycles"]
+    assert set(report.agent_metrics) == {f"eval/{p}{m}" for p in ("", "paper_") for m in ("apfd", "napfd", "nrpa")}
     assert all(np.isfinite(v) for v in report.agent_metrics.values())
     assert list(report.series.columns) == list(STRATEGIES)
     assert report.series.index.name == "cycle"
@@ -124,3 +125,35 @@ def test_pairwise_scorer_implies_the_pairwise_mode():
     assert report.title.startswith("Test prioritization (pairwise)")
     with pytest.raises(InputError, match="contradicts the pairwise environment"):
         evaluate_pairwise_policy(constant_policy, {"mode": "pointwise"})
+
+
+def test_both_scoring_protocols_on_a_hand_built_history(tmp_path):
+    """Ours scores every held-out cycle with >= 2 tests; the paper's code only those with >= 6. With one
+    failing test per cycle, the optimal order's APFD is 1 - 1/(2n): 5/6 for 3 tests, 13/14 for 7."""
+    sizes = [4] * 14 + [3, 7, 3, 7, 1, 7]  # the last 30% (6 cycles) are held out
+    lines = ["test_class_name,cycle_id,tests,current_failures,time,time_since,AvgCyclomatic"]
+    for cycle, size in enumerate(sizes):
+        for test in range(size):
+            failures = int(cycle >= 14 and test == size - 1)
+            lines.append(f"T{test}Test.java,c{cycle:02d},3,{failures},{0.1 * (test + 1)},1.5,{test + 2}")
+    path = tmp_path / "enriched.csv"
+    path.write_text("\n".join(lines) + "\n")
+    table = evaluate_policy(constant_policy, {"data_path": str(path)}).table
+    optimal = table.loc["optimal"]
+    assert optimal["cycles"] == 5 and optimal["paper_cycles"] == 3
+    assert optimal["apfd"] == pytest.approx((2 * 5 / 6 + 3 * 13 / 14) / 5)
+    assert optimal["paper_apfd"] == pytest.approx(13 / 14)
+
+
+def test_the_bundled_codec_history_has_the_cycles_the_paper_filter_removes():
+    """Commons_codec's 117 scored held-out cycles include 55 with 2-5 tests, which Bagherzadeh et al.'s
+    code does not score; with their filter the baselines' NRPA is lower (random 0.827 -> 0.793)."""
+    from experiments.config import load_experiment
+    from tests.conftest import REPO
+
+    config = load_experiment(REPO / "conf/dqn_testprio_codec.yaml").environment.env_config
+    table = evaluate_policy(constant_policy, config).table
+    assert table.loc["random", "cycles"] == 117 and table.loc["random", "paper_cycles"] == 117 - 55
+    assert round(table.loc["random", "nrpa"], 3) == 0.827 and round(table.loc["random", "paper_nrpa"], 3) == 0.793
+    assert round(table.loc["recent_failures", "nrpa"], 3) == 0.945
+    assert round(table.loc["recent_failures", "paper_nrpa"], 3) == 0.928
