@@ -7,7 +7,7 @@ parallelism: concurrent trials, env runners, envs per runner, GPUs. Two conseque
 
 - Data-parallel presets (`multi_gpu_learners`, N learners) split that batch: N x batch/N per update,
   so the update is the same one (an experiment batch not divisible by N is an error, never rounded).
-- A preset may declare `large_batch` (a bigger batch per timeframe, as the user's GPU notes
+- A preset may declare `large_batch` (a bigger batch per timeframe, as docs/hardware.md's GPU profiles
   recommend, and the learning-rate rule that goes with it); it applies only when the experiment opts
   in with `training.batch_scaling: preset`. Then lr is scaled by the rule (linear: x B'/B, sqrt:
   x sqrt(B'/B)) and the replay ratio is kept, so updates per env step drop by B/B': printed by

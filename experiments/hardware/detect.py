@@ -1,7 +1,7 @@
 """Which preset applies: the user's choice if any, else what this machine's GPUs look like.
 
 Precedence, highest first: `--hardware`, the `GPU_PROFILE` environment variable (the name
-the user's notes already use), the experiment's `hardware:` key, then detection. Any level
+GPU-profile setups commonly use), the experiment's `hardware:` key, then detection. Any level
 may say `auto` to ask for detection explicitly.
 """
 

@@ -1,6 +1,6 @@
 """From a preset to RLlib resources, Tune concurrency, a time/cost estimate and a cluster check.
 
-The four strategies are the user's notes' multi-GPU strategies in RLlib terms:
+The four strategies are the multi-GPU strategies of docs/hardware.md in RLlib terms:
 `cpu` (no GPU anywhere), `shared_gpu` (several trials on one GPU via fractional GPUs),
 `trial_per_gpu` (one trial, e.g. one coin or one agent, per GPU) and `multi_gpu_learners`
 (one trial data-parallel across all GPUs, `num_learners` = GPU count).
@@ -59,7 +59,7 @@ class ResourcePlan:
         return {f"hardware/{k}": ("none" if v is None else v) for k, v in asdict(self).items()}
 
     def describe(self) -> str:
-        """One line in the style of the notes' log: "Using profile 'NVIDIA RTX 4090' (24GB VRAM): ..."."""
+        """One line in the style of the classic GPU-profile log line: "Using profile 'NVIDIA RTX 4090' (24GB VRAM): ..."."""
         if self.gpu_model is None:
             head = f"Using profile '{self.preset}' (CPU only)"
         else:

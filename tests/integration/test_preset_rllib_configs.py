@@ -105,7 +105,7 @@ def test_opting_in_on_a_preset_without_large_batch_is_an_input_error():
     ("p4d_24xlarge_ddp", 1, 8.0, 8),
     ("cpu", 2, 0.0, 0),
 ])
-def test_strategies_from_the_notes(name, trials_at_once, gpu_per_trial, learners):
+def test_strategies_of_the_documented_setups(name, trials_at_once, gpu_per_trial, learners):
     _, plan, config, bundles = bundles_for(name, overrides=[SPLITTABLE])
     assert plan.max_concurrent_trials == trials_at_once
     assert total(bundles, "GPU") == pytest.approx(gpu_per_trial, abs=1e-3)

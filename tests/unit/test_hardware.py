@@ -6,6 +6,7 @@ Fast and offline: no Ray, and torch only through `detect_hardware` on this CPU m
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,12 +69,30 @@ def test_every_preset_file_loads(name: str) -> None:
         assert "declared, not measured" in preset.description
 
 
-def test_prices_come_from_the_notes() -> None:
+def test_prices_are_the_documented_list_prices() -> None:
     assert load_preset("p3_8xlarge").price_per_hour_usd == 12.24
     assert load_preset("g4dn_xlarge").price_per_hour_usd == 0.526
     assert load_preset("p4d_24xlarge").price_per_hour_usd == 32.77
     assert load_preset("a100_80gb").price_per_hour_usd is None
-    assert "001_" in load_preset("g5_12xlarge").source
+    assert "docs/hardware.md (AWS on-demand prices)" in load_preset("g5_12xlarge").source
+    table = (REPO / "docs/hardware.md").read_text()
+    for name in available_presets():  # one source for each price: the preset and the doc agree
+        price = load_preset(name).price_per_hour_usd
+        if price is not None and name not in ("rtx_3090", "rtx_4090"):
+            assert f"| {price:g} |" in table, name
+
+
+def test_nothing_points_to_notes_users_do_not_have() -> None:
+    """Sources are docs/hardware.md or public facts, never the private notes this project started from."""
+    pattern = re.compile(r"user(')?s? notes|the notes'|\b00[0-4]_[0-9a-f]{16}\.txt", re.I)
+    files = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "conf").rglob("*.yaml"),
+             *(REPO / "experiments").rglob("*.py"), *(REPO / "envs").rglob("*.py"), *(REPO / "algos").rglob("*.py")]
+    offending = [f"{path.relative_to(REPO)}: {match.group(0)}" for path in files
+                 for match in [pattern.search(path.read_text())] if match]
+    assert not offending, offending
+    for name in available_presets():
+        if load_preset(name).gpu_count:
+            assert "docs/hardware.md" in load_preset(name).source, name
 
 
 def test_names_are_forgiving_and_paths_work() -> None:
