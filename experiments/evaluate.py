@@ -85,9 +85,9 @@ def print_report(console: Console, report: EvaluationReport) -> None:
 
 # Columns that are fractions of capital or of time: shown as percentages, as the README's tables show them.
 PERCENT_COLUMNS = frozenset({"total_return", "max_drawdown", "fees_paid", "exposure", "return_mean", "return_std"})
-# Columns that count things (a median of counts may end in .5).
+# Columns that count things (a median or mean of counts may end in .5 or .75).
 COUNT_COLUMNS = frozenset({"trades", "trades_median", "agent_trades", "results", "episodes", "cycles",
-                           "cycles_with_failures", "paper_cycles"})
+                           "cycles_with_failures", "paper_cycles", "agent_wins"})
 
 
 def format_cell(column: Any, value: Any) -> str:
@@ -100,7 +100,7 @@ def format_cell(column: Any, value: Any) -> str:
         if column in PERCENT_COLUMNS:
             return f"{value:.2%}"
         if column in COUNT_COLUMNS or (abs(value) >= 1e4 and value == int(value)):
-            return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
+            return f"{value:,.2f}".rstrip("0").rstrip(".")  # a median or mean of counts: 9.5, 23.75
         return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.3f}"
     return str(value)
 

@@ -67,6 +67,7 @@ def test_a_terminal_gets_the_live_table_and_no_lines(monkeypatch):
 @pytest.mark.parametrize("column, value, shown", [
     ("total_return", -0.2273, "-22.73%"), ("max_drawdown", 0.2895, "28.95%"), ("return_mean", 0.1538, "15.38%"),
     ("trades", 225.0, "225"), ("trades", 0.0, "0"), ("trades_median", 9.5, "9.5"), ("results", np.int64(2), "2"),
+    ("trades_median", 23.75, "23.75"), ("agent_wins", 2.0, "2"), ("trades", 12345.0, "12,345"),
     ("sharpe", 3.72031, "3.720"), ("dsr_of_excess", float("nan"), "-"), ("episode_return_mean", 500.0, "500.000"),
     ("edge", "supported", "supported"),
 ])
