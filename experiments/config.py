@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from envs.errors import InputError
+from envs.errors import InputError, read_user_text
 from envs.splits import Protocol
 from experiments.hardware.batch import DEFAULT_BATCH
 from experiments.protocol import apply_protocol
@@ -305,16 +305,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    text = read_user_text(path, "experiment file", "pass one experiment YAML file, e.g. conf/dqn_btc.yaml")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: experiment file not found: check the path (examples are in conf/)") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder: pass one experiment file, e.g. {path / 'dqn_btc.yaml'}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file: pass an experiment YAML file (examples are in conf/)") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the experiment file ({exc.strerror}): check the path") from None
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -371,15 +364,17 @@ def _pin_overridden_searches(raw: dict[str, Any], overrides: list[str]) -> list[
     return pinned
 
 
-def _path_keys(env_config: dict[str, Any]) -> list[str]:
+def _path_keys(env_config: dict[str, Any], all_keys: bool = False) -> list[str]:
     """The keys of an env config that hold local file or folder paths (a URI such as s3://... is not one)."""
     return [key for key, value in env_config.items()
-            if key.endswith(("_path", "_dir")) and isinstance(value, str) and value and "://" not in value]
+            if (all_keys or key.endswith(("_path", "_dir"))) and isinstance(value, str) and value
+            and "://" not in value]
 
 
-def _absolute_paths(env_config: dict[str, Any], base: Path) -> None:
-    """Tune runs trials in their own folders: relative `*_path`/`*_dir` values are made absolute from `base`."""
-    for key in _path_keys(env_config):
+def _absolute_paths(env_config: dict[str, Any], base: Path, all_keys: bool = False) -> None:
+    """Tune runs trials in their own folders: relative `*_path`/`*_dir` values (every string value with
+    `all_keys`) are made absolute from `base`."""
+    for key in _path_keys(env_config, all_keys):
         env_config[key] = str((base / Path(env_config[key]).expanduser()).resolve())
 
 
@@ -387,16 +382,20 @@ def _resolve_file_paths(raw: dict[str, Any], conf_dir: Path) -> None:
     """Relative paths written in the experiment file resolve against the file's folder, wherever the run
     starts from; also the values of a searched `*_path` (e.g. a grid over data files)."""
     for section in (raw.get("environment"), raw.get("evaluation")):
-        env_config = section.get("env_config") if isinstance(section, dict) else None
-        if isinstance(env_config, dict):
-            _absolute_paths(env_config, conf_dir)
-    space = (raw.get("tune") or {}).get("search_space") if isinstance(raw.get("tune"), dict) else None
-    for key, domain in (space or {}).items() if isinstance(space, dict) else ():
-        if ".env_config." in key and key.endswith(("_path", "_dir")) and isinstance(domain, dict):
-            for form in ("grid", "choice"):
-                if isinstance(domain.get(form), list):
-                    domain[form] = [str((conf_dir / Path(v).expanduser()).resolve())
-                                    if isinstance(v, str) and "://" not in v else v for v in domain[form]]
+        if isinstance(section, dict) and isinstance(section.get("env_config"), dict):
+            _absolute_paths(section["env_config"], conf_dir)
+    tune = raw.get("tune")
+    space = tune.get("search_space") if isinstance(tune, dict) else None
+    if not isinstance(space, dict):
+        return
+    for key, domain in space.items():
+        if ".env_config." not in key or not key.endswith(("_path", "_dir")) or not isinstance(domain, dict):
+            continue
+        for form in ("grid", "choice"):
+            if isinstance(domain.get(form), list):
+                values = {str(i): v for i, v in enumerate(domain[form])}
+                _absolute_paths(values, conf_dir, all_keys=True)
+                domain[form] = list(values.values())
 
 
 def _check_files_exist(env_config: dict[str, Any], source: str) -> None:

@@ -76,7 +76,6 @@ def register_policy(tracking_uri: str, run_id: str, checkpoint_dir: Path, model_
             input_example=example_observations[:2],
             pip_requirements=_requirements(),
             registered_model_name=model_name,
-            tags=tags,
         )
     version = info.registered_model_version
     client = mlflow.MlflowClient(tracking_uri)

@@ -7,6 +7,7 @@ run it opened, whatever way the sweep ends.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -68,7 +69,9 @@ def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
+@functools.cache
 def git_commit() -> str:
+    """The checkout's commit, asked of git once per process (the run tags it and every registered version)."""
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
                               cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"

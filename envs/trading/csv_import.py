@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from envs.errors import InputError
+from envs.errors import InputError, read_user_text
 from envs.trading.data import (
     GAP_POLICIES,
     PRICE_COLUMNS,
@@ -123,14 +123,7 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
 
 def _read_text_table(path: Path) -> pd.DataFrame:
     """Read a CSV export, skipping an attribution line such as CryptoDataDownload's."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found: check the path") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder: pass one CSV file") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text CSV: export the bars as CSV") from None
+    text = read_user_text(path, "CSV export", "pass one CSV file of bars (exported as UTF-8 text)", "utf-8-sig")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise InputError(f"{path}: the file is empty: export the bars again")

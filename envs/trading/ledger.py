@@ -22,6 +22,7 @@ flat and trades no more (the env terminates the episode, a backtest stays flat).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,9 @@ class Ledger:
     trades: int = 0  # filled orders (a flip from long to short is two)
     traded_notional: float = 0.0  # sum of |units| x fill price, in units of the starting equity (1.0)
     margin_called: bool = False  # a short was liquidated: the account is closed
+    # The mark at or above which the held short is called (inf when none is held). Cash and units change only
+    # at fills, so it is computed once per fill instead of testing equity against the margin at every mark.
+    liquidation_price: float = math.inf
 
     def _fill(self, units: float, open_price: float) -> None:
         """Buy (units > 0) or sell (units < 0) at the open, with slippage and fee."""
@@ -70,22 +74,31 @@ class Ledger:
             notional = abs(target_fraction) * self.cash / (1.0 + self.fee_rate)
             self._fill(np.copysign(notional / side_price, target_fraction), open_price)
         self.position = target_fraction
+        self.liquidation_price = liquidation_price(self.cash, self.units, self.maintenance_margin)
 
     def equity(self, price: float) -> float:
         return self.cash + self.units * price
 
     def margin_call(self, price: float) -> bool:
         """At a mark `price`, liquidate a short whose equity is at or below the maintenance margin of the
-        borrowed coins' value (see the module docstring); True if it did. The comparison and the fill are
-        written out operation by operation as in `SpotTradingVectorEnv`, which must match them bit for bit."""
-        if self.units >= 0.0 or self.cash + self.units * price > -self.units * price * self.maintenance_margin:
+        borrowed coins' value, i.e. `price >= liquidation_price` (see the module docstring); True if it did.
+        The fill is written out operation by operation as in `SpotTradingVectorEnv`, which must match it bit
+        for bit."""
+        if not price >= self.liquidation_price:  # also False for a NaN mark
             return False
         self._fill(-self.units, price)
         self.units = 0.0
         self.position = 0.0
         self.cash = max(self.cash, EQUITY_FLOOR)
         self.margin_called = True
+        self.liquidation_price = math.inf
         return True
+
+
+def liquidation_price(cash: float, units: float, maintenance_margin: float) -> float:
+    """The mark p at which a short of `units` (< 0) is called: cash + units p <= -units p m, that is
+    p >= cash / (-units (1 + m)); inf for a long or no position. The batched env computes it the same way."""
+    return cash / (-units * (1.0 + maintenance_margin)) if units < 0.0 else math.inf
 
 
 def simulate_positions(targets: np.ndarray, opens: np.ndarray, closes: np.ndarray, fee_rate: float,

@@ -70,8 +70,9 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self.maintenance_margin = self.cfg.maintenance_margin
         up, down = 1.0 + self.slippage_rate, 1.0 - self.slippage_rate  # Ledger's buy and sell price factors
         self._buy_factor = up  # a margin call buys the short back
-        # Offsets of the closes a decision's position is held through (checked for margin calls).
-        self._held = np.arange(1, self.cfg.decision_interval + 1)
+        # Offsets of the closes a decision's position is held through (None: only the step's last row).
+        self._held = np.arange(1, self.cfg.decision_interval + 1) if self.cfg.decision_interval > 1 else None
+        self._can_short = bool((self.targets < 0).any())  # long_flat never borrows: no margin checks at all
         # Lookup tables by action index instead of np.where on signs (same factors, several times cheaper):
         # closing a short buys, closing a long sells; opening a long buys, opening a short sells.
         self._close_factor = np.where(self.targets < 0, up, down)
@@ -84,6 +85,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._position, self._fees_paid = np.zeros(shape), np.zeros(shape)
         self._trades = np.zeros(shape, dtype=np.int64)
         self._margin_call = np.zeros(shape, dtype=bool)
+        self._liquidation_price = np.full(shape, np.inf)  # Ledger.liquidation_price per sub-env
         self._autoreset = np.zeros(shape, dtype=bool)
         self._any_autoreset = False
         self._every = np.ones(shape, dtype=bool)  # the infos' `_key` masks: every sub-env reports every key
@@ -109,30 +111,17 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
     def step(self, actions: np.ndarray):
         actions = np.array(actions, dtype=np.int64).reshape(self.num_envs)  # a copy: kept as state
         changing = actions != self._action_index  # the target changes (else Ledger.rebalance does nothing)
-        live = ~self._autoreset  # sub-envs whose episode ended restart now and ignore their action
         if self._any_autoreset:
-            changing &= live
+            changing &= ~self._autoreset  # sub-envs whose episode ended restart now and ignore their action
         # Held for `decision_interval` bars (fewer at the episode's end); marked at the last close. A sub-env
         # about to reset stays at its last row: same equity, reward log(1) = 0, then reset below.
         next_row = np.minimum(self._t + self.cfg.decision_interval, self._end)
-        short = (self._units < 0.0) & live
-        if short.any():  # a held short is checked at the fill bar's open before the order (SpotTradingEnv.step)
-            called = self._margin_calls(short, self._opens[self._t + 1])
-            if called.any():
-                self._liquidate(called, self._opens[self._t + 1])
-                changing &= ~called  # its order is void
-                next_row = np.where(called, self._t + 1, next_row)
+        if self._can_short:  # a held short is checked at the fill bar's open before the order (SpotTradingEnv.step)
+            next_row = self._call_at_open(changing, next_row)
         if changing.any():
             self._trade(changing, actions)
-        short = (self._units < 0.0) & live
-        if short.any():  # and at every close it is held through, up to the first breach
-            rows = np.minimum(self._t[:, None] + self._held, next_row[:, None])
-            breach = self._margin_calls(short[:, None], self._closes[rows], self._cash[:, None], self._units[:, None])
-            called = breach.any(axis=1)
-            if called.any():
-                first = rows[np.arange(self.num_envs), breach.argmax(axis=1)]  # the first breached row
-                self._liquidate(called, self._closes[first])
-                next_row = np.where(called, first, next_row)
+        if self._can_short:  # and at every close it is held through, up to the first breach
+            next_row = self._call_at_closes(next_row)
         equity = self._cash + self._units * self._closes[next_row]
         ratios = (equity / self._equity).tolist()
         rewards = np.fromiter(map(math.log, ratios), np.float64, self.num_envs) * self.cfg.reward_scale
@@ -150,13 +139,37 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._any_autoreset = bool(self._autoreset.any())
         return self._observations(), rewards, terminated, truncated, self._infos()
 
-    def _margin_calls(self, short: np.ndarray, prices: np.ndarray, cash: np.ndarray | None = None,
-                      units: np.ndarray | None = None) -> np.ndarray:
-        """`Ledger.margin_call`'s test at `prices` (broadcast against cash and units): equity at or below the
-        maintenance margin of the borrowed coins' value, for the sub-envs in `short`."""
-        cash = self._cash if cash is None else cash
-        units = self._units if units is None else units
-        return short & (cash + units * prices <= -units * prices * self.maintenance_margin)
+    def _called(self, prices: np.ndarray) -> np.ndarray:
+        """`Ledger.margin_call`'s test at `prices` (per sub-env, or per sub-env and row): at or above the held
+        short's liquidation price (inf without one), except in sub-envs about to reset."""
+        called = prices >= (self._liquidation_price if prices.ndim == 1 else self._liquidation_price[:, None])
+        if self._any_autoreset:
+            called &= ~(self._autoreset if prices.ndim == 1 else self._autoreset[:, None])
+        return called
+
+    def _call_at_open(self, changing: np.ndarray, next_row: np.ndarray) -> np.ndarray:
+        """Liquidate the shorts breached at the fill bar's open; their orders are void (`changing` is cleared
+        in place) and their step ends at that bar. Returns the step's last row per sub-env."""
+        called = self._called(self._opens[self._t + 1])
+        if not called.any():
+            return next_row
+        self._liquidate(called, self._opens[self._t + 1])
+        changing &= ~called
+        return np.where(called, self._t + 1, next_row)
+
+    def _call_at_closes(self, next_row: np.ndarray) -> np.ndarray:
+        """Liquidate the shorts breached at a close they are held through, at the first such close, where
+        their step ends. Returns the step's last row per sub-env."""
+        rows = next_row[:, None]  # the closes held through, up to the step's last row
+        if self._held is not None:
+            rows = np.minimum(self._t[:, None] + self._held, rows)
+        breach = self._called(self._closes[rows])
+        called = breach.any(axis=1)
+        if not called.any():
+            return next_row
+        first = rows[np.arange(self.num_envs), breach.argmax(axis=1)]  # the first breached row
+        self._liquidate(called, self._closes[first])
+        return np.where(called, first, next_row)
 
     def _liquidate(self, called: np.ndarray, prices: np.ndarray) -> None:
         """`Ledger.margin_call`'s liquidation for the sub-envs in `called`: buy the short back at `prices` with
@@ -172,6 +185,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._units = np.where(called, 0.0, self._units)
         self._position = np.where(called, 0.0, self._position)
         self._margin_call = self._margin_call | called
+        self._liquidation_price = np.where(called, np.inf, self._liquidation_price)
 
     def _reset_envs(self, mask: np.ndarray) -> None:
         """SpotTradingEnv.reset for the sub-envs in `mask`: a new episode (its own generator's draw), flat, equity 1."""
@@ -185,6 +199,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._units, self._position = np.where(mask, 0.0, self._units), np.where(mask, 0.0, self._position)
         self._fees_paid, self._trades = np.where(mask, 0.0, self._fees_paid), np.where(mask, 0, self._trades)
         self._margin_call = self._margin_call & ~mask
+        self._liquidation_price = np.where(mask, np.inf, self._liquidation_price)
 
     def _episode_bounds(self, rng: np.random.Generator) -> tuple[int, int]:
         """SpotTradingEnv._episode_bounds with this sub-env's generator (the same draw)."""
@@ -218,6 +233,9 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._trades = self._trades + (held != 0.0) + (target != 0.0)  # one trade per fill
         self._units = np.where(changing, bought, self._units)  # 0.0 + bought, as the ledger adds to a flat position
         self._position = np.where(changing, self.targets[actions], self._position)
+        if self._can_short:  # Ledger's liquidation_price, computed only where a short is held
+            self._liquidation_price = np.divide(self._cash, -self._units * (1.0 + self.maintenance_margin),
+                                                out=np.full(self.num_envs, np.inf), where=self._units < 0.0)
 
     def _observations(self) -> np.ndarray:
         """The feature window of rows t - window + 1 .. t and the position one-hot, per sub-env (a new array)."""
