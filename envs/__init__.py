@@ -1,12 +1,15 @@
-"""Gymnasium environments (no Ray imports here).
+"""Gymnasium environments (no Ray imports here) and the env table the platform reads.
 
-Importing `envs` registers every environment id with Gymnasium, so `gymnasium.make(id)`
-works with defaults, and maps each id to the function that scores a trained policy on
-its held-out split (see `envs.report.EvaluationReport`).
+Importing `envs` registers every environment id with Gymnasium, so `gymnasium.make(id)` works with
+defaults. Each platform id has one `EnvFamily` entry that owns everything specific to it: the model
+of its env_config, how its data is made ready before a run, which env_config keys name its data
+and tag its MLflow runs, its bar interval (hardware presets size batches by it) and the function
+that scores a trained policy on its held-out split (`envs.report.EvaluationReport`). The platform
+(`experiments/`) spells no family's ids or keys; adding a family is one entry plus its own package
+(docs/DESIGN.md, "Adding an env family").
 """
 from __future__ import annotations
 
-import difflib
 import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -15,6 +18,8 @@ import gymnasium as gym
 
 from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
+from envs.validation import did_you_mean, validate
+
 
 @dataclass(frozen=True)
 class EnvFamily:
@@ -29,15 +34,29 @@ class EnvFamily:
     # "module:Class" of a native gymnasium.vector.VectorEnv (N envs in one numpy step), or None: RLlib's env
     # runners then use gymnasium's SyncVectorEnv over single envs.
     vector_entry_point: str | None = None
+    # "module:Class" of the env_config's model (an envs.validation.StrictModel): checked before Ray starts.
+    config_model: str | None = None
+    # "module:function(env_config, searched, fetch, log) -> list of what is still missing": makes the data a
+    # run needs local before it starts (`searched`: env_config key -> the values a search gives it).
+    prepare: str | None = None
+    timeframe_key: str | None = None  # env_config key of the bar interval; hardware presets size batches by it
+    tag_keys: tuple[str, ...] = ()    # env_config keys that tag the MLflow runs (each trial its own value)
+    data_keys: tuple[str, ...] = ()   # env_config keys that choose the data (a --set of one renames the model)
 
 
+_TESTPRIO_CONFIG = "envs.agents.testprio.config:PrioritizationConfig"
 ENVIRONMENTS: dict[str, EnvFamily] = {
-    "trading/Spot-v0": EnvFamily("envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy",
-                                 folds=True, vector_entry_point="envs.trading.vector_env:SpotTradingVectorEnv"),
-    "agents/TestPrioritization-v0": EnvFamily("envs.agents.testprio.env:PointwiseTestPrioritizationEnv",
-                                              "envs.agents.testprio.evaluate:evaluate_policy"),
-    "agents/TestPrioritizationPairwise-v0": EnvFamily("envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
-                                                      "envs.agents.testprio.evaluate:evaluate_pairwise_policy"),
+    "trading/Spot-v0": EnvFamily(
+        "envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy", folds=True,
+        vector_entry_point="envs.trading.vector_env:SpotTradingVectorEnv", config_model="envs.trading.env:TradingConfig",
+        prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
+        data_keys=("data_path", "symbol", "source", "synthetic_model")),
+    "agents/TestPrioritization-v0": EnvFamily(
+        "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
+        config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),
+    "agents/TestPrioritizationPairwise-v0": EnvFamily(
+        "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
+        "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),
 }
 
 for _env_id, _family in ENVIRONMENTS.items():
@@ -53,8 +72,7 @@ def _load(entry_point: str) -> Any:
 def require_registered(env_id: str) -> None:
     """An InputError with the closest registered id when `env_id` is unknown to Gymnasium."""
     if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=1)
-        hint = f": did you mean {close[0]!r}?" if close else ": see envs.ENVIRONMENTS or gymnasium.registry"
+        hint = did_you_mean(env_id, gym.registry) or ": see envs.ENVIRONMENTS or gymnasium.registry"
         raise InputError(f"environment.env {env_id!r} is not a registered environment{hint}")
 
 
@@ -94,5 +112,44 @@ def supports_folds(env_id: str) -> bool:
     return bool(entry and entry.folds)
 
 
-__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "evaluator_for", "has_vector_env", "make_env",
-           "make_vector_env", "require_registered", "supports_folds"]
+def family(env_id: str) -> EnvFamily:
+    """The entry of a platform env id; plain Gymnasium ids (CartPole-v1) get an empty one."""
+    return ENVIRONMENTS.get(env_id) or EnvFamily(entry_point="", scorer="")
+
+
+def check_env_config(env_id: str, env_config: dict[str, Any], source: str,
+                     prefix: str = "environment.env_config.") -> None:
+    """Validate an env_config against its family's model (no data is read); InputError naming the key."""
+    model = family(env_id).config_model
+    if model:
+        validate(_load(model), dict(env_config), source, prefix)
+
+
+def timeframe_of(env_id: str, env_config: dict[str, Any]) -> str | None:
+    """The bar interval an env config declares (e.g. "1h"), for families that have one."""
+    key = family(env_id).timeframe_key
+    return env_config.get(key) if key else None
+
+
+def run_tags(env_id: str, env_config: dict[str, Any]) -> dict[str, str]:
+    """MLflow tags of a run of this env: the family's tag keys and the data it reads."""
+    entry = family(env_id)
+    tags = {key: str(env_config[key]) for key in entry.tag_keys if env_config.get(key) is not None}
+    return {**tags, "data": data_label(env_id, env_config)}
+
+
+def data_label(env_id: str, env_config: dict[str, Any]) -> str:
+    """What data a run reads: the first of the family's data keys that is set, else the env id."""
+    return next((str(env_config[key]) for key in family(env_id).data_keys if env_config.get(key) is not None), env_id)
+
+
+def prepare_data(env_id: str, env_config: dict[str, Any], searched: dict[str, list[Any]], fetch: bool,
+                 log: Callable[[str], None]) -> list[str]:
+    """Make the data a run needs local (the family's `prepare`); returns what is still missing."""
+    hook = family(env_id).prepare
+    return _load(hook)(env_config, searched, fetch, log) if hook else []
+
+
+__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "check_env_config", "data_label", "evaluator_for",
+           "family", "has_vector_env", "make_env", "make_vector_env", "prepare_data", "require_registered", "run_tags",
+           "supports_folds", "timeframe_of"]

@@ -23,13 +23,14 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+import envs
+
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 DEFAULT_EXPERIMENT = "dqn_btc"
 TRAIN_RETURN = "env_runners/episode_return_mean"
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"
 LEARNING_CURVE_METRICS = (TRAIN_RETURN, EVAL_RETURN)
 PARENT_TAG = "mlflow.parentRunId"
-SYMBOL_PARAM = "environment.env_config.symbol"  # a trial's own coin when the sweep searches over coins
 
 
 # Significant digits, not decimals: learning rates 0.00028 and 0.00033 must not both read 0.0003.
@@ -98,9 +99,10 @@ def pick_parent(parents: Sequence[Run], run_id: str | None = None) -> Run:
 
 
 def symbol(run: Run) -> str:
-    """The coin of a run: its `environment.env_config.symbol` param when logged (a sweep over coins
-    gives each trial its own), else its `symbol` tag, else ''."""
-    return run.data.params.get(SYMBOL_PARAM) or run.data.tags.get("symbol", "")
+    """The coin of a run, or generally the tag its env family groups runs by (the first of
+    `envs.EnvFamily.tag_keys`; each trial of a sweep over coins has its own), else ''."""
+    keys = envs.family(run.data.tags.get("env", "")).tag_keys
+    return run.data.tags.get(keys[0], "") if keys else ""
 
 
 def trial_label(run: Run) -> str:

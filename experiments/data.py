@@ -5,7 +5,7 @@ generic OHLCV CSVs, reports gaps and how they were handled, and writes
 `data/raw/<SYMBOL>_<TF>.parquet` (atomically) for `environment.env_config.data_path`.
 `show FILE` prints a parquet's range, bar count and gaps. `fetch SYMBOL... --timeframe 1h
 [--exchange binance] [--since 2023-01-01]` downloads bars with ccxt (needs network) into the same
-parquet layout (see experiments.fetch).
+parquet layout (see envs.trading.fetch).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from experiments.fetch import fetch_to_cache
+    from envs.trading.fetch import fetch_to_cache
 
     for symbol in args.symbols:
         path, result = fetch_to_cache(symbol, args.timeframe, args.data_dir, args.exchange, since=args.since,

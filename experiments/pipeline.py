@@ -19,6 +19,7 @@ from mlflow.entities import RunStatus
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
+import envs
 from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import HardwarePreset, ResourcePlan, check_live_cluster
@@ -31,6 +32,7 @@ from experiments.tracking import (
     log_params,
     make_client,
     open_experiment,
+    trial_tags,
     ui_url,
 )
 
@@ -132,10 +134,9 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
     client = make_client(tracking_uri)
     started_ray = start_ray(args, console)
-    env_config = exp.environment.env_config
-    tags = {"git_commit": git_commit(), "hardware/preset": preset.name, "env": exp.environment.env,
-            "symbol": str(env_config.get("symbol", env_config.get("data_path", exp.environment.env))),
-            "smoke_test": str(args.smoke_test)}
+    env_id = exp.environment.env
+    tags = {"git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id, "algorithm": exp.algorithm,
+            **envs.run_tags(env_id, exp.environment.env_config), "smoke_test": str(args.smoke_test)}
     status = FAILED
     state: SweepState | None = previous
     try:
@@ -156,7 +157,8 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             tuner = restore_tuner(exp, Path(previous.tune_dir), params)
         else:
             tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
-                                          _trial_params(exp, plan, params.search_keys), tags)
+                                          _trial_params(exp, plan, params.search_keys), tags,
+                                          trial_tags(envs.family(env_id).tag_keys))
             tuner = make_tuner(exp, plan, params, Path(state.tune_dir), [tracker, TrialProgress(console, params.search_keys)])
         results, interrupted = fit(tuner)
         console.print()

@@ -49,14 +49,17 @@ class GreedyPolicyModel(PythonModel):
         self._module = RLModule.from_checkpoint(context.artifacts["rl_module"])
         self._module.eval()
         self._observation_shape = tuple(context.model_config["observation_shape"])
+        # The algorithm's greedy rule (algos.spec.GreedyRule) as data: this file must load without the platform.
+        self._greedy_output = context.model_config.get("greedy_output", "actions")
+        self._argmax = bool(context.model_config.get("greedy_argmax", False))
 
     # Annotated with np.ndarray: MLflow then neither derives a schema from the hint nor warns that
     # there is none; the input is checked here instead.
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
         batch = as_observation_batch(model_input, self._observation_shape)
         with self._torch.no_grad():
-            out = self._module.forward_inference({"obs": self._torch.from_numpy(batch)})
-        return out["actions"].cpu().numpy().astype(np.int64)
+            out = self._module.forward_inference({"obs": self._torch.from_numpy(batch)})[self._greedy_output]
+        return (out.argmax(-1) if self._argmax else out).cpu().numpy().astype(np.int64)
 
 
 mlflow.models.set_model(GreedyPolicyModel())

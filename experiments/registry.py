@@ -21,20 +21,20 @@ import mlflow
 import numpy as np
 from mlflow.models import ModelSignature, infer_signature
 
+from algos.spec import GreedyRule
 from experiments.policy import MODULE_SUBPATH, load_module_policy
 
 MODEL_CODE = Path(__file__).with_name("policy_model.py")
-# env_config keys that choose the data a model learns from: overriding one with --set renames the model.
-DATA_KEYS = ("data_path", "symbol", "source", "synthetic_model")
 
 
 def registered_name(name: str, overridden: list[str], env_config: dict[str, Any], group: str | None,
-                    smoke: bool) -> tuple[str, list[str]]:
+                    smoke: bool, data_keys: tuple[str, ...] = ()) -> tuple[str, list[str]]:
     """The registry name of a policy (see the module docstring; only letters, digits, '.', '_', '-') and
-    why it differs from the experiment's name."""
+    why it differs from the experiment's name. `data_keys`: the env family's env_config keys that choose
+    the data a model learns from (envs.EnvFamily.data_keys); overriding one with --set renames the model."""
     parts, reasons = [name], []
     if "name" not in overridden:
-        for key in DATA_KEYS:
+        for key in data_keys:
             if f"environment.env_config.{key}" in overridden and env_config.get(key) is not None:
                 value = env_config[key]
                 parts.append(Path(value).stem if key == "data_path" else str(value))
@@ -57,12 +57,12 @@ def _requirements() -> list[str]:
 
 
 def register_policy(tracking_uri: str, run_id: str, checkpoint_dir: Path, model_name: str,
-                    example_observations: np.ndarray, tags: dict[str, str]) -> str:
+                    example_observations: np.ndarray, tags: dict[str, str], greedy: GreedyRule) -> str:
     """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     mlflow.set_tracking_uri(tracking_uri)
     module_dir = Path(checkpoint_dir) / MODULE_SUBPATH
-    actions = load_module_policy(module_dir)(example_observations)
+    actions = load_module_policy(module_dir, greedy)(example_observations)
     # Outputs only: an input schema would make MLflow refuse one observation or a float64 batch with an
     # error that prints the whole array; policy_model.as_observation_batch checks the input instead.
     signature = ModelSignature(outputs=infer_signature(example_observations, actions).outputs)
@@ -71,7 +71,8 @@ def register_policy(tracking_uri: str, run_id: str, checkpoint_dir: Path, model_
             name="policy",
             python_model=str(MODEL_CODE),
             artifacts={"rl_module": str(module_dir)},
-            model_config={"observation_shape": list(example_observations.shape[1:])},
+            model_config={"observation_shape": list(example_observations.shape[1:]), "greedy_output": greedy.output,
+                          "greedy_argmax": greedy.argmax},
             signature=signature,
             input_example=example_observations[:2],
             pip_requirements=_requirements(),

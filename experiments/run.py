@@ -15,10 +15,13 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
+import envs
 from envs.errors import InputError
-from experiments.config import IMPLEMENTATION_SPEEDUP, ExperimentConfig, load_experiment
+from experiments.checks import ENV_CONFIG_PREFIX
+from experiments.config import ExperimentConfig, load_experiment
 from experiments.hardware import estimate, resolve_plan, select_preset
 from experiments.protocol import FOLD_KEY, fold_indices
+from experiments.search_space import candidate_values
 from experiments.search_space import describe as describe_space
 from experiments.shell import runnable, terminal_console
 
@@ -45,42 +48,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# A --smoke-test run: the same pipeline, 2 trials x 2 short iterations; each algorithm adds its own budget
+# (AlgorithmSpec.smoke_overrides), e.g. DQN starts learning after 100 env steps.
 SMOKE_OVERRIDES = [
     "tune.num_samples=2",
     "tune.stop={training_iteration: 2}",
     "tune.checkpoint.frequency=1",
     "reporting.min_sample_timesteps_per_iteration=200",
-    "training.num_steps_sampled_before_learning_starts=100",
 ]
 
 
-SYMBOL_KEY = "environment.env_config.symbol"
-
-
-def swept_symbols(exp: ExperimentConfig) -> list[str]:
-    """The symbols a trading sweep will trade: a grid/choice over the symbol, else the one symbol."""
-    domain = exp.tune.search_space.get(SYMBOL_KEY, {})
-    values = domain.get("grid") or domain.get("choice")
-    return [str(v) for v in values] if values else [str(exp.environment.env_config.get("symbol", "BTC-USD"))]
-
-
-def prepare_market_data(exp: ExperimentConfig, fetch: bool, console: Console) -> list[str]:
-    """For symbol-addressed market data (data_path: null), fetch missing symbols with ccxt (cached as
-    parquet) or, when `fetch` is off (dry run), report them. Returns the symbols still missing."""
-    config = exp.environment.env_config
-    addressed_by_symbol = "data_path" in config and config["data_path"] is None
-    if exp.environment.env != "trading/Spot-v0" or config.get("source", "file") != "file" or not addressed_by_symbol:
-        return []
-    from envs.trading.env import DEFAULT_DATA
-    from experiments.fetch import ensure_local_data
-
-    timeframe = config.get("timeframe") or "1h"
-    status = ensure_local_data(swept_symbols(exp), timeframe, config.get("data_dir", DEFAULT_DATA.parent),
-                               fetch=fetch, log=console.print)
-    if status.missing:
-        console.print(f"note: no local {timeframe} data for {', '.join(status.missing)}; the run will fetch "
-                      "them with ccxt (needs network)")
-    return status.missing
+def prepare_data(exp: ExperimentConfig, fetch: bool, console: Console) -> list[str]:
+    """Make the env family's data local before anything starts (e.g. fetch the coins of a sweep), or, when
+    `fetch` is off (dry run), report what is missing. Returns what is still missing."""
+    searched = {key.removeprefix(ENV_CONFIG_PREFIX): candidate_values(domain)
+                for key, domain in exp.tune.search_space.items() if key.startswith(ENV_CONFIG_PREFIX)}
+    return envs.prepare_data(exp.environment.env, exp.environment.env_config, searched, fetch, console.print)
 
 
 def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
@@ -105,17 +88,15 @@ def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
 
 
 def load(args: argparse.Namespace) -> ExperimentConfig:
-    exp = load_experiment(args.conf, [*(SMOKE_OVERRIDES if args.smoke_test else []), *args.overrides])
-    if args.smoke_test:
-        exp = smoke_version(exp)
-    return exp
+    if not args.smoke_test:
+        return load_experiment(args.conf, args.overrides)
+    spec = load_experiment(args.conf, args.overrides).spec  # the algorithm may come from --set or extends
+    return smoke_version(load_experiment(args.conf, [*SMOKE_OVERRIDES, *spec.smoke_overrides, *args.overrides]))
 
 
 def check_environment(exp: ExperimentConfig, construct: bool = True) -> list[str]:
     """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
     data. Returns one line per fold with its periods (for families with folds)."""
-    import envs
-
     env_id, env_config = exp.environment.env, exp.environment.env_config
     envs.require_registered(env_id)
     if not construct:
@@ -142,14 +123,13 @@ def env_steps_per_trial(exp: ExperimentConfig) -> int:
 
 def describe_learning(plan: Any, exp: ExperimentConfig) -> str:
     """What the preset changes in how the agent learns (experiments/hardware/batch.py): usually nothing."""
-    training = exp.training
-    batch = training.train_batch_size_per_learner
-    native = batch / (exp.env_runners.rollout_fragment_length * plan.num_envs_per_env_runner)
-    line = plan.batch_plan.describe(training.lr, training.training_intensity or native)
+    training, fragment = exp.training, exp.env_runners.rollout_fragment_length
+    ratio = exp.spec.replay_ratio(training, fragment, plan.num_envs_per_env_runner) if fragment != "auto" else None
+    line = plan.batch_plan.describe(training.lr, ratio)
     if plan.mixed_precision != "none":
-        line += (f"; mixed precision {plan.mixed_precision} (autocast in the FastDQN learner)" if training.implementation
-                 == "fast" else f"; mixed precision {plan.mixed_precision} NOT applied: stock RLlib 2.60 has no autocast "
-                 "(use training.implementation: fast)")
+        line += (f"; mixed precision {plan.mixed_precision} (autocast in the learner)"
+                 if exp.spec.mixed_precision(training) else f"; mixed precision {plan.mixed_precision} NOT applied: "
+                 f"{exp.algorithm} with these settings has no autocast (docs/hardware.md)")
     return line
 
 
@@ -157,12 +137,13 @@ def print_plan(console: Console, exp: ExperimentConfig, args: argparse.Namespace
     preset, reason = select_preset(args.hardware, os.environ, exp.hardware)
     plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
                         exp.training.batch_scaling)
-    console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.environment.env)} ({exp.num_trials()} trial(s))")
+    console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
+                  f"({exp.num_trials()} trial(s))")
     lines = [f"hardware preset: {preset.name} (chosen by {reason})", plan.describe(), describe_learning(plan, exp)]
-    speedup = IMPLEMENTATION_SPEEDUP[exp.training.implementation]
+    speedup = exp.spec.speedup(exp.training)
     lines.append(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup).describe()
-                 + f" [estimate from the preset's declared env steps/s x {speedup:g} for training.implementation "
-                 f"{exp.training.implementation}]")
+                 + f" [estimate from the preset's declared env steps/s x {speedup:g} for {exp.algorithm} with these "
+                 "training settings]")
     if exp.tune.search_space:
         lines.append("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
     if exp.pinned:
@@ -177,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         exp = load(args)
-        missing = prepare_market_data(exp, fetch=not args.dry_run, console=console)
+        missing = prepare_data(exp, fetch=not args.dry_run, console=console)
         periods = check_environment(exp, construct=not missing)
         preset, plan = print_plan(console, exp, args)
+        from experiments.sweep import check_buildable
+
+        check_buildable(exp, plan, str(args.conf))
         for line in periods if len(periods) > 1 else []:
             console.print(line)
         if args.dry_run:

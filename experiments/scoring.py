@@ -95,9 +95,10 @@ def deployable(trials: list[Trial], mode: str, point: str | None = None) -> Tria
     return pick(candidates, key=lambda t: t.checkpoint.score)
 
 
-def score(trial: Trial, env_id: str) -> EvaluationReport:
+def score(trial: Trial, exp: ExperimentConfig) -> EvaluationReport:
     """The trial's best checkpoint on its fold's test part (the scorer always uses the test part)."""
-    return evaluate_checkpoint(load_greedy_policy(trial.checkpoint.path), env_id, trial.env_config)
+    policy = load_greedy_policy(trial.checkpoint.path, exp.spec.greedy)
+    return evaluate_checkpoint(policy, exp.environment.env, trial.env_config)
 
 
 @dataclass
@@ -117,10 +118,10 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
     env_id = exp.environment.env
     if not envs.supports_folds(env_id):
         chosen = deployable(trials, exp.tune.mode)
-        report = score(chosen, env_id)
+        report = score(chosen, exp)
         return GroupOutcome(chosen.group, chosen, report, [(chosen, report)], None)
     with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
-        scored = [(t, score(t, env_id)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
+        scored = [(t, score(t, exp)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
     verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
                             exp.tune.mode, scored[0][1].periods_per_year, threshold)
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
@@ -182,13 +183,14 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
 
     chosen = outcome.chosen
     group = None if outcome.group == ALL else outcome.group
-    model_name, reasons = registered_name(exp.name, exp.overridden, chosen.env_config, group, exp.smoke_test)
-    data = chosen.env_config.get("data_path") or chosen.env_config.get("symbol") or exp.environment.env
-    tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "env": exp.environment.env,
-            "data": str(data), "fold": str(chosen.fold), "seed": str(chosen.seed),
+    env_id = exp.environment.env
+    model_name, reasons = registered_name(exp.name, exp.overridden, chosen.env_config, group, exp.smoke_test,
+                                          envs.family(env_id).data_keys)
+    tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm, "env": env_id,
+            "data": envs.data_label(env_id, chosen.env_config), "fold": str(chosen.fold), "seed": str(chosen.seed),
             "parent_run_id": state.parent_run_id, "git_commit": git_commit()}
     uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, chosen.checkpoint.path, model_name,
-                          example_observations(exp.environment.env, chosen.env_config), tags)
+                          example_observations(env_id, chosen.env_config), tags, exp.spec.greedy)
     client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", str(chosen.checkpoint.path))
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))

@@ -16,11 +16,12 @@ from typing import Any, Iterable
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
-from algos.dqn import SELECTION_SCORE, build_dqn_config, lookup, trainable
+from algos.common import SELECTION_SCORE, lookup
 from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
-from experiments.search_space import to_domains
+from experiments.rllib_config import build_config, trainable
+from experiments.search_space import candidate_values, to_domains
 
 _SENTINEL = "__search__:"
 
@@ -59,7 +60,7 @@ def _value_at(path: tuple[str, ...]) -> Any:
 def build_param_space(exp: ExperimentConfig, plan: ResourcePlan) -> ParamSpace:
     domains = to_domains(exp.tune.search_space)
     sentinels = {key: f"{_SENTINEL}{key}" for key in domains}
-    config = build_dqn_config(exp, plan, domains=sentinels, seed=0).to_dict()
+    config = build_config(exp, plan, domains=sentinels, seed=0).to_dict()
     search_keys: dict[str, str] = {}
     first_path: dict[str, tuple[str, ...]] = {}
     for path, yaml_key in _find_sentinels(config):
@@ -75,12 +76,26 @@ def build_param_space(exp: ExperimentConfig, plan: ResourcePlan) -> ParamSpace:
         search_keys["/".join(path)] = yaml_key
     missing = set(domains) - set(search_keys.values())
     if missing:
-        raise RuntimeError(f"search keys lost while building the RLlib config: {sorted(missing)}")
+        raise InputError(f"tune.search_space: {', '.join(sorted(missing))} did not reach the {exp.algorithm} "
+                         "config RLlib builds, so Tune could not search it: search another key")
     seeds = exp.tune.seeds
     config["seed"] = tune.grid_search(seeds) if len(seeds) > 1 else seeds[0]
     if len(seeds) > 1:
         search_keys["seed"] = "seed"
     return ParamSpace(space=config, search_keys=search_keys)
+
+
+def check_buildable(exp: ExperimentConfig, plan: ResourcePlan, source: str) -> ParamSpace:
+    """Build the sweep's full RLlib config with every search domain in place, and let RLlib validate one
+    point of it (each searched key at its first value): all before a trial starts, as `--dry-run` does."""
+    params = build_param_space(exp, plan)
+    point = {key: candidate_values(domain)[0] for key, domain in exp.tune.search_space.items()}
+    try:
+        build_config(exp, plan, domains=point, seed=exp.tune.seeds[0]).validate()
+    except (ValueError, TypeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(f"{source}: RLlib refuses the {exp.algorithm} config built from this file: {first}") from None
+    return params
 
 
 def search_algorithm(exp: ExperimentConfig) -> Any:
@@ -121,7 +136,7 @@ def run_config(exp: ExperimentConfig, tune_dir: Path, callbacks: list[Any]) -> R
         failure_config=FailureConfig(max_failures=exp.tune.max_failures),
         checkpoint_config=CheckpointConfig(
             num_to_keep=checkpoint.num_to_keep,
-            checkpoint_score_attribute=SELECTION_SCORE,  # tune.metric, flat (see algos.dqn.SELECTION_SCORE)
+            checkpoint_score_attribute=SELECTION_SCORE,  # tune.metric, flat (see algos.common.SELECTION_SCORE)
             checkpoint_score_order=exp.tune.mode,
             checkpoint_frequency=checkpoint.frequency,
             checkpoint_at_end=True,

@@ -31,8 +31,14 @@ MODEL_TRAINING_KIND = "custom_model_development"
 # Loggers whose INFO lines describe MLflow's own bookkeeping (creating the sqlite tables, validating the
 # input example): a user of the platform does not act on them. Warnings still show.
 QUIET_LOGGERS = ("mlflow.store.db.utils", "mlflow.store.db", "alembic", "mlflow.pyfunc", "mlflow.models")
-# Trial params that also become tags of the trial's run, so runs can be filtered by them in the UI.
-TRIAL_TAGS = {"environment.env_config.symbol": "symbol", "environment.env_config.fold": "fold", "seed": "seed"}
+# Trial params that become tags of every trial's run (so runs can be filtered by them in the UI), besides
+# those the env family names (envs.EnvFamily.tag_keys, e.g. each trial's coin in a sweep over coins).
+TRIAL_TAGS = {"environment.env_config.fold": "fold", "seed": "seed"}
+
+
+def trial_tags(tag_keys: tuple[str, ...]) -> dict[str, str]:
+    """Trial param -> tag name: the env family's env_config keys, the fold and the seed."""
+    return {**{f"environment.env_config.{key}": key for key in tag_keys}, **TRIAL_TAGS}
 
 
 def sanitize_key(key: str) -> str:
@@ -130,13 +136,15 @@ class MlflowTrialCallback(Callback):
     """Mirror every Tune trial into a child run of `parent_run_id`."""
 
     def __init__(self, tracking_uri: str, experiment_id: str, parent_run_id: str,
-                 trial_params: Callable[[Any], dict[str, Any]], tags: Mapping[str, str]) -> None:
+                 trial_params: Callable[[Any], dict[str, Any]], tags: Mapping[str, str],
+                 tagged_params: Mapping[str, str] = TRIAL_TAGS) -> None:
         self.tracking_uri = tracking_uri
         self._client: MlflowClient | None = None
         self.experiment_id = experiment_id
         self.parent_run_id = parent_run_id
         self.trial_params = trial_params  # trial -> dict of params to log
         self.tags = dict(tags)
+        self.tagged_params = dict(tagged_params)  # trial param -> tag name (trial_tags)
         self.run_ids_by_trial: dict[str, str] = {}
 
     @property
@@ -158,7 +166,7 @@ class MlflowTrialCallback(Callback):
                 params = self.trial_params(trial)
                 tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "ray.trial_id": trial.trial_id,
                         "trial_name": str(trial)}
-                for param, tag in TRIAL_TAGS.items():  # e.g. a sweep over coins: each trial's own coin
+                for param, tag in self.tagged_params.items():  # e.g. a sweep over coins: each trial's own coin
                     if params.get(param) is not None:
                         tags[tag] = str(params[param])
                 run = self.client.create_run(self.experiment_id, run_name=str(trial), tags=tags)

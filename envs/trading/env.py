@@ -15,12 +15,13 @@ or one fold of a walk-forward protocol).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from envs.errors import InputError
 from envs.splits import Fold, Protocol
@@ -28,92 +29,78 @@ from envs.trading.data import timeframe_delta
 from envs.trading.features import FEATURE_NAMES, WARMUP_BARS, compute_features
 from envs.trading.ledger import DEFAULT_MAINTENANCE_MARGIN, Ledger
 from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
+from envs.validation import StrictModel, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT / "data" / "raw" / "BTC-USD_1h.parquet"
 POSITION_SETS = {"long_flat": (0.0, 1.0), "long_short": (-1.0, 0.0, 1.0)}
 SPLITS = ("train", "validation", "test")
-SOURCES = ("file", "synthetic")
 
 
-@dataclass(frozen=True)
-class TradingConfig:
+# Keys RLlib adds to every env_config it hands an env (EnvContext); they are not the user's settings.
+RLLIB_CONTEXT_KEYS = ("worker_index", "vector_index", "num_workers", "remote")
+
+
+class TradingConfig(StrictModel):
     """Everything that defines the market an agent trades; built from the env_config dict."""
+
+    model_config = ConfigDict(frozen=True)
 
     # Where bars come from: "file" reads data_path, or <data_dir>/<symbol>_<timeframe>.parquet when
     # data_path is null; "synthetic" generates a seeded market labeled synthetic (see envs.trading.synthetic).
-    source: str = "file"
+    source: Literal["file", "synthetic"] = "file"
     data_path: str | None = str(DEFAULT_DATA)
     data_dir: str = str(DEFAULT_DATA.parent)
     symbol: str = "BTC-USD"
     timeframe: str | None = None  # None: read from the parquet's metadata (synthetic: 1h)
-    synthetic_bars: int = 20_000
+    synthetic_bars: int = Field(default=20_000, ge=100)
     synthetic_seed: int = 0
     synthetic_model: str = "regimes"  # envs.trading.sources.SYNTHETIC_MODELS: regimes, random_walk, planted_signal
-    split: str = "train"
+    split: Literal["train", "validation", "test"] = "train"
     # The time splits: `protocol` (envs.splits.Protocol as a mapping; the platform fills it from
     # evaluation.protocol) and which of its folds this env is; without it, the holdout split_fractions.
-    split_fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)
+    split_fractions: tuple[float, ...] = (0.7, 0.15, 0.15)
     protocol: dict[str, Any] | str | None = None
-    fold: int = 0
+    fold: int = Field(default=0, ge=0)
     # Bars between decisions: the agent picks a target position every `decision_interval` bars and
     # holds it in between (one env step = that many bars; the reward is the ledger's log equity change
     # over them). 1 decides every bar.
-    decision_interval: int = 1
-    window: int = 24
-    episode_length: int | None = 720  # None: walk the whole split
-    fee_bps: float = 10.0
-    slippage_bps: float = 2.0
-    positions: str = "long_flat"
+    decision_interval: int = Field(default=1, ge=1)
+    window: int = Field(default=24, ge=1)
+    episode_length: int | None = Field(default=720, ge=2)  # None: walk the whole split
+    # Costs in basis points of the notional traded; 10,000 bps would be the whole notional.
+    fee_bps: float = Field(default=10.0, ge=0, lt=10_000)
+    slippage_bps: float = Field(default=2.0, ge=0, lt=10_000)
+    positions: Literal["long_flat", "long_short"] = "long_flat"
     # A short is liquidated (and the episode terminated) when equity <= maintenance_margin x the value of
     # the borrowed coins, checked at every open and close (envs.trading.ledger). Longs borrow nothing.
-    maintenance_margin: float = DEFAULT_MAINTENANCE_MARGIN
-    reward_scale: float = 100.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    maintenance_margin: float = Field(default=DEFAULT_MAINTENANCE_MARGIN, gt=0, lt=1)
+    reward_scale: float = Field(default=100.0, gt=0)
 
     @classmethod
     def from_dict(cls, config: dict[str, Any] | None) -> "TradingConfig":
-        config = dict(config or {})
-        known = set(cls.__dataclass_fields__) - {"extra"}
-        unknown = sorted(set(config) - known - {"worker_index", "vector_index", "num_workers", "remote"})
-        if unknown:
-            raise InputError(f"trading env: unknown config key(s) {', '.join(unknown)}: "
-                             f"known keys are {', '.join(sorted(known))}")
-        values = {k: v for k, v in config.items() if k in known}
-        if "split_fractions" in values:
-            values["split_fractions"] = tuple(values["split_fractions"])
-        cfg = cls(**values)
-        cfg.validate()
-        return cfg
+        """The config of an env_config dict (RLlib's context keys dropped); InputError naming the key."""
+        values = {k: v for k, v in dict(config or {}).items() if k not in RLLIB_CONTEXT_KEYS}
+        return validate(cls, values, "trading env", prefix="env_config.")
 
-    def validate(self) -> None:
-        if self.source not in SOURCES:
-            raise InputError(f"trading env: source {self.source!r} must be one of {', '.join(SOURCES)}")
-        if self.synthetic_model not in SYNTHETIC_MODELS:
-            raise InputError(f"trading env: synthetic_model {self.synthetic_model!r} must be one of "
-                             f"{', '.join(SYNTHETIC_MODELS)}")
-        if self.split not in SPLITS:
-            raise InputError(f"trading env: split {self.split!r} must be one of {', '.join(SPLITS)}")
-        if self.positions not in POSITION_SETS:
-            raise InputError(f"trading env: positions {self.positions!r} must be one of {', '.join(POSITION_SETS)}")
+    @field_validator("synthetic_model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in SYNTHETIC_MODELS:
+            raise ValueError(f"must be one of {', '.join(SYNTHETIC_MODELS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _protocol_is_valid(self) -> "TradingConfig":
         self.split_protocol()  # raises on a bad protocol or split_fractions
-        if self.window < 1 or (self.episode_length is not None and self.episode_length < 2):
-            raise InputError("trading env: window must be >= 1 and episode_length >= 2 (or null)")
-        if not isinstance(self.decision_interval, int) or self.decision_interval < 1:
-            raise InputError(f"trading env: decision_interval must be a whole number of bars >= 1, "
-                             f"got {self.decision_interval!r}")
-        if self.fee_bps < 0 or self.slippage_bps < 0:
-            raise InputError("trading env: fee_bps and slippage_bps must be >= 0")
-        if not 0.0 < self.maintenance_margin < 1.0:
-            raise InputError(f"trading env: maintenance_margin must be > 0 and < 1 (a fraction of the borrowed "
-                             f"coins' value, e.g. 0.1), got {self.maintenance_margin!r}")
+        return self
 
     def split_protocol(self) -> Protocol:
         """The protocol whose fold `fold` this env trades: `protocol`, else the holdout `split_fractions`."""
         if self.protocol is not None:
-            return Protocol.from_dict(self.protocol, "trading env: protocol")
+            return Protocol.from_dict(self.protocol, "env_config.protocol")
         return Protocol.from_dict({"type": "holdout", "fractions": list(self.split_fractions)},
-                                  "trading env: split_fractions")
+                                  "env_config.split_fractions")
 
 
 @dataclass(frozen=True)
@@ -175,6 +162,64 @@ def load_market(cfg: TradingConfig) -> Market:
 
 
 class SpotTradingEnv(gym.Env):
+    """## Description
+
+    One coin traded on a spot market from its OHLCV bars. Every `decision_interval` bars the agent picks a
+    target position after bar t's close; the order fills at bar t+1's open with slippage and a fee on the
+    notional, and the position is held until the next decision. Which bars an episode may use is the
+    fold's part (`split`) of a holdout or walk-forward protocol (`envs.splits`); features are normalized
+    with statistics of the fold's train part only.
+
+    ## Action Space
+
+    `Discrete(n)`: the index of a target position of `positions`: `long_flat` = (0 flat, 1 long),
+    `long_short` = (0 short, 1 flat, 2 long). A target equal to the held position places no order.
+
+    ## Observation Space
+
+    `Box(-10, 10, (window * 8 + n,), float32)`: the last `window` bars' features (oldest first, 8 per
+    bar, clipped z-scores) followed by the held position one-hot.
+
+    | Index (per bar) | Feature       | Meaning                                         |
+    |-----------------|---------------|-------------------------------------------------|
+    | 0               | log_return    | log(close_t / close_t-1)                         |
+    | 1               | range         | (high - low) / close                             |
+    | 2               | body          | (close - open) / open                            |
+    | 3               | volatility_24 | std of the last 24 log returns                   |
+    | 4               | trend_24      | close / SMA(24) - 1                              |
+    | 5               | trend_96      | close / SMA(96) - 1                              |
+    | 6               | rsi_14        | RSI(14) rescaled to [-1, 1]                      |
+    | 7               | volume_z_96   | log volume against its trailing 96-bar mean, std |
+    | window*8 + i    | position      | 1 for the held position i, else 0               |
+
+    ## Rewards
+
+    `reward_scale` x the log change of ledger equity from the decision bar's close to the close before the
+    next decision, net of fees (`fee_bps`) and slippage (`slippage_bps`): costs are in the reward.
+
+    ## Starting State
+
+    Flat (all cash, equity 1). Training episodes start at a uniformly drawn bar of the train part (seeded by
+    `reset(seed=...)`); validation and test episodes start at their part's first decision bar.
+
+    ## Episode End
+
+    Truncated after `episode_length` bars (training), or at the end of the part (`episode_length: null`,
+    validation and test). Terminated when a short is margin-called: equity <= `maintenance_margin` x the
+    borrowed coins' value at an open or a close (`info["margin_call"]`).
+
+    ## Arguments
+
+    One `config` dict (`TradingConfig`, validated with a "did you mean" for misspelt keys):
+    `data_path` or `source: synthetic`, `symbol`, `timeframe`, `window`, `decision_interval`,
+    `episode_length`, `fee_bps`, `slippage_bps`, `positions`, `maintenance_margin`, `reward_scale`,
+    `split`, `split_fractions` or `protocol` and `fold`.
+
+    ```python
+    gymnasium.make("trading/Spot-v0", config={"window": 24, "decision_interval": 24, "split": "validation"})
+    ```
+    """
+
     metadata = {"render_modes": []}
 
     def __init__(self, config: dict[str, Any] | None = None, market: Market | None = None) -> None:

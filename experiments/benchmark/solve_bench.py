@@ -1,7 +1,8 @@
 """`solve`: wall time until CartPole-v1 greedy evaluation return >= 475, platform vs SB3 + RL Zoo.
 
 Platform: conf/dqn_cartpole.yaml through experiments.config -> experiments.hardware (cpu preset)
--> algos.dqn -> `.build_algo()`, then `.train()` iterations; after each iteration RLlib's own
+-> the algorithm table (algos.dqn) -> `.build_algo()`, then `.train()` iterations (variant rows: stock
+RLlib DQN, and conf/ppo_cartpole.yaml through algos.ppo); after each iteration RLlib's own
 greedy evaluation (`evaluation_duration` episodes, configured in the YAML) is read from
 `evaluation/env_runners/episode_return_mean`. Peer: SB3 DQN with the RL Zoo's CartPole-v1
 hyperparameters, evaluated by SB3's EvalCallback with the same number of greedy episodes at the
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 from experiments.benchmark.common import REPO, Budget, Figure, Report, require
 from experiments.benchmark.train_bench import init_ray, lifetime, silence_rllib
 
 CONF = REPO / "conf" / "dqn_cartpole.yaml"
+PPO_CONF = REPO / "conf" / "ppo_cartpole.yaml"
 THRESHOLD = 475.0
 TARGET = 0.5  # the platform solves in at most half SB3 + RL Zoo's wall time
 # rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4).
@@ -32,19 +35,24 @@ ZOO_CARTPOLE = {
 ZOO_TIMESTEPS = 50_000
 
 
-def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str] | None = None) -> dict[str, Any]:
-    from algos.dqn import build_dqn_config
+def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str] | None = None,
+                   conf: Path = CONF) -> dict[str, Any]:
     from experiments.config import load_experiment
     from experiments.hardware import load_preset, resolve_plan
+    from experiments.rllib_config import build_config
 
-    base = load_experiment(CONF)
+    base = load_experiment(conf)
     iteration = min(base.reporting.min_sample_timesteps_per_iteration, steps)
     overrides = [*(overrides or []), f"reporting.min_sample_timesteps_per_iteration={iteration}"]
-    if steps < 4 * base.training.num_steps_sampled_before_learning_starts:  # tiny budgets still learn a bit
+    warmup = getattr(base.training, "num_steps_sampled_before_learning_starts", None)  # off-policy algorithms
+    if warmup is not None and steps < 4 * warmup:  # tiny budgets still learn a bit
         overrides.append(f"training.num_steps_sampled_before_learning_starts={steps // 4}")
-    exp = load_experiment(CONF, overrides)
+    if base.training.train_batch_size_per_learner > steps:  # an on-policy batch larger than the budget
+        overrides += [f"training.train_batch_size_per_learner={iteration}",
+                      f"training.minibatch_size={min(iteration, 128)}"]
+    exp = load_experiment(conf, overrides)
     plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1, exp.training.train_batch_size_per_learner)
-    config = build_dqn_config(exp, plan, seed=seed)
+    config = build_config(exp, plan, seed=seed)
     start = time.perf_counter()
     algo = config.build_algo()
     build_s = time.perf_counter() - start
@@ -67,7 +75,7 @@ def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str
             "wall_s": time.perf_counter() - start, "history": history,
             "eval_every_env_steps": exp.reporting.min_sample_timesteps_per_iteration,
             "eval_episodes": exp.evaluation.evaluation_duration,
-            "conf": str(CONF.relative_to(REPO)), "overrides": overrides}
+            "conf": str(conf.relative_to(REPO)), "overrides": overrides}
 
 
 def solve_sb3(steps: int, time_limit: float, seed: int, eval_every: int, eval_episodes: int) -> dict[str, Any]:
@@ -145,15 +153,16 @@ def run(budget: Budget) -> Report:
     torch.set_num_threads(1)
     ray_s = init_ray()
     silence_rllib()
-    sides: dict[str, list[dict[str, Any]]] = {"platform": [], "platform_stock_rllib": [], "peer": []}
+    sides: dict[str, list[dict[str, Any]]] = {"platform": [], "platform_stock_rllib": [], "platform_ppo": [], "peer": []}
     for seed in seeds:  # seeds interleaved, so load drifts hit every side
         # "platform": the conf as shipped (FastDQN); the variant is stock RLlib DQN on the same settings.
         sides["platform"].append(solve_platform(steps, time_limit, seed))
         if budget.variants:
             sides["platform_stock_rllib"].append(solve_platform(steps, time_limit, seed, ["training.implementation=rllib"]))
+            sides["platform_ppo"].append(solve_platform(steps, time_limit, seed, conf=PPO_CONF))
         first = sides["platform"][0]
         sides["peer"].append(solve_sb3(steps, time_limit, seed, first["eval_every_env_steps"], first["eval_episodes"]))
-    ours, theirs, stock = sides["platform"], sides["peer"], sides["platform_stock_rllib"]
+    ours, theirs, stock, ppo = sides["platform"], sides["peer"], sides["platform_stock_rllib"], sides["platform_ppo"]
     figure = Figure(f"wall time to greedy eval return >= {THRESHOLD:.0f} (median of {len(seeds)} seeds)", "s",
                     _median_time(ours), _median_time(theirs), higher_is_better=False, target=f"<= {TARGET}x peer")
     figure.met = figure.ratio is not None and figure.ratio <= TARGET
@@ -164,10 +173,16 @@ def run(budget: Budget) -> Report:
                               _median_time(theirs), higher_is_better=False)
         stock_figure.note = f"per seed: {_summary(stock)}"
         figures.append(stock_figure)
+    if ppo:
+        ppo_figure = Figure("same, PPO (conf/ppo_cartpole.yaml, algos.ppo) vs the same SB3 DQN", "s", _median_time(ppo),
+                            _median_time(theirs), higher_is_better=False)
+        ppo_figure.note = f"per seed: {_summary(ppo)}"
+        figures.append(ppo_figure)
     figures.append(Figure("env steps to solve (median)", "env steps", _median_steps(ours),
                           _median_steps(theirs), higher_is_better=False))
     details = {"threshold": THRESHOLD, "step_cap": steps, "time_limit_s": time_limit, "seeds": seeds,
-               "ray_init_s": ray_s, "platform": ours, "platform_stock_rllib": stock or None, "peer": theirs,
+               "ray_init_s": ray_s, "platform": ours, "platform_stock_rllib": stock or None,
+               "platform_ppo": ppo or None, "peer": theirs,
                "torch_threads": torch.get_num_threads(),
                "unsolved_rule": "a run that has not solved within the step cap or time limit counts as slower "
                                 "than every solved run; a median over unsolved runs is reported as not solved"}

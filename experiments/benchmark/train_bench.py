@@ -2,7 +2,7 @@
 
 Platform: conf/dqn_btc.yaml as shipped (FastDQN with prioritized replay), through
 `experiments.config.load_experiment` -> `experiments.hardware.resolve_plan`
-(the `cpu` preset) -> `algos.dqn.build_dqn_config` -> `.build_algo()` -> `.train()` until the step
+(the `cpu` preset) -> `experiments.rllib_config.build_config` (algos.dqn) -> `.build_algo()` -> `.train()` until the step
 budget is sampled: the code path of `experiments.run`, minus Tune and MLflow (measured separately
 by `tracking`), and minus the per-iteration validation episode (SB3 has none; it is evaluation,
 not training). Peer: SB3 `DQN("MlpPolicy")` on the same env and env_config with the same hidden
@@ -74,9 +74,9 @@ def lifetime(result: dict[str, Any], *path: str) -> float:
 
 def train_platform(exp, plan, steps: int, seed: int) -> dict[str, Any]:
     """Build the RLlib algorithm and call train() until `steps` env steps are sampled."""
-    from algos.dqn import build_dqn_config
+    from experiments.rllib_config import build_config
 
-    config = build_dqn_config(exp, plan, seed=seed)
+    config = build_config(exp, plan, seed=seed)
     start = time.perf_counter()
     algo = config.build_algo()
     build_s = time.perf_counter() - start

@@ -8,15 +8,15 @@ such a file is an `InputError` that names the file and the key.
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from envs.errors import InputError
+from envs.validation import did_you_mean, validate
 
 Strategy = Literal["cpu", "trial_per_gpu", "shared_gpu", "multi_gpu_learners"]
 
@@ -194,20 +194,15 @@ def _looks_like_path(value: str) -> bool:
 
 def _unknown_name_message(name: str) -> str:
     names = available_presets()
-    close = difflib.get_close_matches(normalize_name(name), names, n=1, cutoff=0.5)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
     return (
-        f"unknown hardware preset '{name}'{hint}; available: {', '.join(names)}; "
+        f"unknown hardware preset '{name}'{did_you_mean(normalize_name(name), names)}; available: {', '.join(names)}; "
         f"or pass a path to a YAML file like {preset_dir() / 'cpu.yaml'}"
     )
 
 
 def _parse_file(path: Path, expected_name: str | None) -> HardwarePreset:
     data = _read_mapping(path)
-    try:
-        preset = HardwarePreset.model_validate(data)
-    except ValidationError as err:
-        raise InputError(f"{path}: {_first_error(err)}") from None
+    preset = validate(HardwarePreset, data, str(path))
     if expected_name is not None and preset.name != expected_name:
         raise InputError(
             f"{path}: key 'name' is '{preset.name}' but the file is {expected_name}.yaml; make them equal"
@@ -230,27 +225,3 @@ def _read_mapping(path: Path) -> dict[str, Any]:
             f"{path}: expected a mapping of keys like 'name:', 'gpu_count:', got {type(data).__name__}"
         )
     return data
-
-
-def _first_error(err: ValidationError) -> str:
-    """One line for the first pydantic error, with a did-you-mean hint for unknown keys.
-
-    Unknown keys come first: a misspelt key also shows up as a missing one, and the
-    spelling is the fix.
-    """
-    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    first = errors[0]
-    loc = ".".join(str(part) for part in first["loc"])
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    if first["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(str(first["loc"][0]), list(HardwarePreset.model_fields), n=1)
-        hint = (
-            f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(HardwarePreset.model_fields)}"
-        )
-        return f"unknown key '{loc}': {hint}{more}"
-    if first["type"] == "missing":
-        return f"missing key '{loc}': add it{more}"
-    message = first["msg"].removeprefix("Value error, ")
-    if not loc:
-        return f"{message}{more}"
-    return f"key '{loc}': {message} (got {first['input']!r}){more}"

@@ -43,7 +43,7 @@ def test_train_quick(tmp_path, ray_session):
 def test_solve_quick(tmp_path, ray_session):
     assert main(["solve", "--steps", "400", "--seeds", "1", "--time-limit", "60", "--output", str(tmp_path)]) == 0
     details = _document(tmp_path, "solve")["details"]
-    for side in ("platform", "platform_stock_rllib", "peer"):
+    for side in ("platform", "platform_stock_rllib", "platform_ppo", "peer"):
         (run,) = details[side]
         assert run["env_steps"] >= 400 or run["solved_s"] is not None
         assert run["history"], f"{side} recorded no evaluation"

@@ -13,12 +13,12 @@ pytestmark = pytest.mark.slow
 
 
 def _train(mixed_precision: str = "none", compile_backend: str | None = None) -> list[float]:
-    from algos.dqn import build_dqn_config
     from experiments.config import load_experiment
     from experiments.hardware import load_preset, resolve_plan
+    from experiments.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / "canary_planted.yaml", ["training.replay_buffer.type=prioritized"])
-    config = build_dqn_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=0)
+    config = build_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=0)
     config.fast(mixed_precision=mixed_precision)
     if compile_backend:
         config.framework(torch_compile_learner=True, torch_compile_learner_dynamo_backend=compile_backend)

@@ -22,13 +22,13 @@ SEEDS = (0, 1)
 
 
 def _learning_curve(conf: str, implementation: str, seed: int, iterations: int) -> list[float]:
-    from algos.dqn import build_dqn_config
     from experiments.config import load_experiment
     from experiments.hardware import load_preset, resolve_plan
+    from experiments.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / conf, ["training.replay_buffer.type=prioritized",
                                                  f"training.implementation={implementation}"])
-    algo = build_dqn_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=seed).build_algo()
+    algo = build_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=seed).build_algo()
     try:
         return [algo.train()["evaluation"]["env_runners"]["episode_return_mean"] for _ in range(iterations)]
     finally:

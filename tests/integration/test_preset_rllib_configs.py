@@ -1,4 +1,4 @@
-"""Every hardware preset builds a full RLlib DQNConfig and a Tune resource request (no GPU needed)."""
+"""Every hardware preset builds a full RLlib config (DQN and PPO) and a Tune resource request (no GPU needed)."""
 from __future__ import annotations
 
 import pytest
@@ -11,16 +11,14 @@ pytestmark = pytest.mark.slow
 
 
 def bundles_for(preset_name: str, conf: str = "dqn_btc.yaml", overrides: list[str] | None = None):
-    from ray.rllib.algorithms.dqn import DQN
-
-    from algos.dqn import build_dqn_config
+    from experiments.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / conf, overrides or [])
     preset = load_preset(preset_name)
     plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
                         exp.training.batch_scaling)
-    config = build_dqn_config(exp, plan)
-    request = DQN.default_resource_request(config)
+    config = build_config(exp, plan)
+    request = config.algo_class.default_resource_request(config)
     return preset, plan, config, request.bundles
 
 
@@ -32,9 +30,12 @@ def total(bundles, key: str) -> float:
 SPLITTABLE = "training.train_batch_size_per_learner=48"
 
 
+@pytest.mark.parametrize("conf", ["dqn_btc.yaml", "ppo_btc.yaml"])
 @pytest.mark.parametrize("name", available_presets())
-def test_every_preset_builds_rllib_config_and_resource_request(name):
-    preset, plan, config, bundles = bundles_for(name, overrides=[SPLITTABLE])
+def test_every_preset_builds_rllib_config_and_resource_request(name, conf):
+    batch = "training.train_batch_size_per_learner=4008" if conf.startswith("ppo") else SPLITTABLE  # 8 and 3 divide it
+    preset, plan, config, bundles = bundles_for(name, conf, overrides=[batch])
+    config.validate()
     assert config.num_learners == plan.num_learners
     assert config.num_gpus_per_learner == plan.num_gpus_per_learner
     assert config.num_env_runners == plan.num_env_runners

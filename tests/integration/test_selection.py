@@ -22,11 +22,11 @@ CURVE = [1.0, 5.0, 14.15, 2.0, -1.57, 0.5]
 
 def _curve_trainable(score_key: str | None):
     """A class trainable, like RLlib's Algorithm: reports CURVE as RLlib nests it and saves a checkpoint
-    when Tune asks; `score_key`: also the flat copy that `algos.dqn.copy_selection_score` adds to every
+    when Tune asks; `score_key`: also the flat copy that `algos.common.copy_selection_score` adds to every
     RLlib result. Defined in a function so Ray ships it by value to its workers."""
     from ray import tune
 
-    from algos.dqn import copy_selection_score
+    from algos.common import copy_selection_score
 
     class Curve(tune.Trainable):
         def setup(self, config: dict) -> None:
@@ -67,7 +67,7 @@ def _fit(trainable, tmp_path: Path, score_attribute: str):
 
 
 def test_keep_k_keeps_the_best_and_the_best_is_scored(ray_session, tmp_path):
-    from algos.dqn import SELECTION_SCORE
+    from algos.common import SELECTION_SCORE
     from experiments.sweep import best_checkpoint
 
     result = _fit(_curve_trainable(SELECTION_SCORE), tmp_path, SELECTION_SCORE)
@@ -123,8 +123,8 @@ def test_same_file_samples_the_same_sweep(ray_session, tmp_path):
 def test_same_seed_same_training(ray_session):
     """A trial is reproducible from the file: the same seed gives the same training and validation
     numbers (FastDQN, CPU, one torch thread; docs/verdicts.md gives the spread when they are not)."""
-    from algos.dqn import build_dqn_config
     from experiments.hardware import resolve_plan, select_preset
+    from experiments.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["training.implementation=fast",
                                                        "training.replay_buffer.type=uniform",
@@ -133,7 +133,7 @@ def test_same_seed_same_training(ray_session):
     plan = resolve_plan(preset, exp.timeframe, 1)
 
     def history(seed: int) -> list[tuple[float, float]]:
-        algo = build_dqn_config(exp, plan, seed=seed).build_algo()
+        algo = build_config(exp, plan, seed=seed).build_algo()
         try:
             results = [algo.train() for _ in range(2)]
         finally:

@@ -11,14 +11,14 @@ pytestmark = pytest.mark.slow
 
 
 def _one_iteration(vectorize_mode: str | None):
-    from algos.dqn import build_dqn_config
     from envs.trading.vector_env import SpotTradingVectorEnv
     from experiments.config import load_experiment
     from experiments.hardware import load_preset, resolve_plan
+    from experiments.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["reporting.min_sample_timesteps_per_iteration=1500",
                                                        "training.num_steps_sampled_before_learning_starts=500"])
-    config = build_dqn_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=3)
+    config = build_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=3)
     assert config.gym_env_vectorize_mode == "vector_entry_point"
     if vectorize_mode:
         config.env_runners(gym_env_vectorize_mode=vectorize_mode)

@@ -23,18 +23,19 @@ def store(tmp_path_factory):
     sweeps = {}
     for start, symbol in enumerate(["BTC-USD", "ETH-USD"]):
         parent = client.create_run(exp_id, run_name=f"sweep-{symbol}", start_time=1000 * (start + 1),
-                                   tags={"role": "sweep", "symbol": symbol})
+                                   tags={"role": "sweep", "symbol": symbol, "env": "trading/Spot-v0"})
         pid = parent.info.run_id
         client.log_batch(pid, metrics=[Metric("eval/sharpe", 0.5 + start, 0, 0)],
                          params=[Param("training.lr", "0.0005")])
         for trial in range(2):
-            # ETH trials name their coin in a param (a sweep over coins), under a sweep-wide tag.
+            # Each trial is tagged with its own coin (as the trading family tags runs).
             child = client.create_run(exp_id, run_name=f"{symbol}_trial_{trial}",
                                       start_time=1000 * (start + 1) + trial + 1,
-                                      tags={"mlflow.parentRunId": pid, "symbol": "BTC-USD"})
+                                      tags={"mlflow.parentRunId": pid, "symbol": symbol,
+                                            "env": "trading/Spot-v0"})
             cid = child.info.run_id
             lr = 1e-4 * (trial + 1)
-            coin = [Param(compare.SYMBOL_PARAM, symbol)] if symbol == "ETH-USD" else []
+            coin = [Param("environment.env_config.symbol", symbol)]
             client.log_batch(cid, params=[Param("training.lr", str(lr)), Param("training.gamma", "0.99"),
                                           Param("training.dueling", "True"), *coin], metrics=[
                 Metric(key, value * (trial + 1), 0, step)

@@ -113,10 +113,6 @@ def test_search_space_forms_become_tune_domains():
     assert isinstance(domains["a"], tune.search.sample.Categorical)
     assert domains["b"] == {"grid_search": [1, 2]}
     assert 1e-4 <= domains["d"].sample() <= 1e-2 and domains["h"].sample() % 2 == 0
-    with pytest.raises(InputError, match="low < high"):
-        to_domains({"x": {"uniform": [1, 0]}})
-    with pytest.raises(InputError, match="positive"):
-        to_domains({"x": {"loguniform": [0, 1]}})
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

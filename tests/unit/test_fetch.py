@@ -9,8 +9,7 @@ import pytest
 
 from envs.errors import InputError
 from envs.trading.data import load_bars
-from experiments import data as data_cli
-from experiments.fetch import (
+from envs.trading.fetch import (
     cache_path,
     ensure_local_data,
     exchange_symbol,
@@ -18,6 +17,7 @@ from experiments.fetch import (
     fetch_to_cache,
     make_exchange,
 )
+from experiments import data as data_cli
 
 HOUR_MS = 3_600_000
 NOW = pd.Timestamp("2024-01-02 00:30", tz="UTC")
@@ -152,7 +152,7 @@ def test_offline_ensure_local_data_raises(tmp_path):
 
 
 def test_fetch_cli_offline_exits_2(tmp_path, monkeypatch, capsys):
-    import experiments.fetch as fetch
+    import envs.trading.fetch as fetch
 
     monkeypatch.setattr(fetch, "make_exchange", lambda name, **_: offline_exchange())
     code = data_cli.main(["fetch", "SOL-USD", "--timeframe", "1h", "--data-dir", str(tmp_path)])
@@ -162,7 +162,7 @@ def test_fetch_cli_offline_exits_2(tmp_path, monkeypatch, capsys):
 
 
 def test_fetch_cli_writes_the_cache(tmp_path, monkeypatch, capsys):
-    import experiments.fetch as fetch
+    import envs.trading.fetch as fetch
 
     monkeypatch.setattr(fetch, "make_exchange", lambda name, **_: FakeExchange())
     code = data_cli.main(["fetch", "SOL-USD", "BTC-USD", "--timeframe", "1h", "--since", "2023-12-25",

@@ -331,7 +331,7 @@ def test_unknown_name_from_env_var_says_where_it_came_from() -> None:
     [
         ("bad_yaml.yaml", "not valid YAML at line"),
         ("unknown_key.yaml", "unknown key 'gpu_cout': did you mean 'gpu_count'?"),
-        ("wrong_type.yaml", "key 'gpu_count': Input should be a valid integer (got 'four')"),
+        ("wrong_type.yaml", "gpu_count: Input should be a valid integer (got 'four')"),
         ("inconsistent.yaml", "strategy 'shared_gpu' needs trials_per_gpu >= 2"),
         ("not_a_mapping.yaml", "expected a mapping"),
         ("missing.yaml", "not found"),

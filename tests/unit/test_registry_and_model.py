@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import envs
 from experiments.compare import DISPLAY_OPTIONS
 from experiments.policy_model import as_observation_batch
 from experiments.registry import registered_name
@@ -17,6 +18,7 @@ from experiments.tracking import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, make_
 from tests.conftest import REPO
 
 ENV = {"data_path": "/data/ETH-USD_1h.parquet", "symbol": "BTC-USD"}
+DATA_KEYS = envs.family("trading/Spot-v0").data_keys
 
 
 @pytest.mark.parametrize("overridden, group, smoke, expected", [
@@ -27,13 +29,14 @@ ENV = {"data_path": "/data/ETH-USD_1h.parquet", "symbol": "BTC-USD"}
     (["training.lr"], "SOL-USD", True, "dqn_btc-SOL-USD-smoke"),
 ])
 def test_the_registered_name_says_what_the_model_is(overridden, group, smoke, expected):
-    name, reasons = registered_name("dqn_btc", overridden, ENV, group, smoke)
+    name, reasons = registered_name("dqn_btc", overridden, ENV, group, smoke, DATA_KEYS)
     assert name == expected
     assert bool(reasons) == (name != "dqn_btc")
 
 
 def test_a_name_is_cleaned_to_what_the_registry_accepts():
-    name, _ = registered_name("my run", ["environment.env_config.symbol"], {"symbol": "BTC/USD:USD"}, None, False)
+    name, _ = registered_name("my run", ["environment.env_config.symbol"], {"symbol": "BTC/USD:USD"}, None, False,
+                              DATA_KEYS)
     assert name == "my_run-BTC_USD_USD"
 
 

@@ -105,10 +105,10 @@ def test_pairwise_rewards_are_antisymmetric():
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"history_windw": 3}, "did you mean 'history_window'"),
+        ({"history_windw": 3}, "did you mean 'env_config.history_window'"),
         ({"time_budget": 0}, "env_config.time_budget"),
         ({"split": "validation"}, "env_config.split"),
-        ({"history_window": 100}, "between 1 and 64"),
+        ({"history_window": 100}, "env_config.history_window: Input should be less than or equal to 64"),
         ({"mode": "pairwise"}, "does not match this pointwise environment"),
         ({"data_path": "/nonexistent/ci.csv"}, "does not exist"),
         ({"max_cycles": 3, "train_fraction": 0.2}, "empty training or test split"),

@@ -146,7 +146,10 @@ def test_validation_split_walks_whole_split(bars_file):
 @pytest.mark.parametrize(
     "config, fragment",
     [
-        ({"splitt": "test"}, "unknown config key"),
+        ({"splitt": "test"}, "unknown key 'env_config.splitt': did you mean 'env_config.split'"),
+        ({"window": "twenty"}, "env_config.window: Input should be a valid integer"),
+        ({"fee_bps": 1e9}, "env_config.fee_bps: Input should be less than 10000"),
+        ({"synthetic_model": "gbm"}, "env_config.synthetic_model: must be one of"),
         ({"split": "holdout"}, "split"),
         ({"positions": "leveraged"}, "positions"),
         ({"split_fractions": [0.5, 0.5]}, "split_fractions"),

@@ -95,7 +95,60 @@ class _PrioritizationEnv(gym.Env[np.ndarray, np.int64]):
 
 
 class PointwiseTestPrioritizationEnv(_PrioritizationEnv):
-    """One test per step; the action is its priority bucket (see the module docstring)."""
+    """## Description
+
+    Learn to order a CI cycle's tests so that failing ones run first. An episode walks every test of
+    `cycles_per_episode` cycles (of the `split`'s cycles, in time order: train, validation, test) in a
+    random order; each step shows one test and the agent assigns it a priority bucket. Sorting a cycle by
+    bucket is the prioritization the evaluator scores (APFD, NAPFD, NRPA). Actions do not change what comes
+    next: each step is a contextual bandit.
+
+    ## Action Space
+
+    `Discrete(priority_buckets)`: bucket a in 0..k-1, higher runs first.
+
+    ## Observation Space
+
+    `Box(-5, 5, (d,), float32)`: one test's features from pre-cycle information only
+    (`envs.agents.testprio.features`; d = history_window + 5 + static metrics, + 7 with `features: extended`).
+
+    | Index               | Feature            | Meaning                                               |
+    |---------------------|--------------------|-------------------------------------------------------|
+    | 0 .. w-1            | history_1..w       | previous verdicts, newest first: 1 failed, 0 passed, -1 no run |
+    | w                   | failure_rate       | failed runs / runs so far                              |
+    | w+1                 | duration_share     | estimated duration / longest in the cycle              |
+    | w+2                 | log_duration       | standardized log1p(estimated duration)                 |
+    | w+3                 | log_days_since_run | standardized log1p(time since the last run)            |
+    | w+4                 | log_runs           | standardized log1p(earlier runs)                       |
+    | w+5 ..              | static metrics     | standardized signed log1p of each code metric (enriched data) |
+
+    ## Rewards
+
+    1 - (a / (k - 1) - y)^2 (a Brier score): y = 1 if the test fails in this cycle, else 0 (`reward:
+    verdict`, blended with shortness by `duration_weight`), or its rank value in the cycle's optimal order
+    (`reward: optimal_rank`). With `terminal_score` (apfd or nrpa) steps earn 0 and a cycle's last step earns
+    that cycle's score of the order the buckets give.
+
+    ## Starting State
+
+    A cycle drawn uniformly from the split (seeded by `reset(seed=...)`, else `seed`), its tests in random
+    order; cycles with one test are skipped.
+
+    ## Episode End
+
+    Terminated after the last test of the episode's last cycle. No truncation.
+
+    ## Arguments
+
+    A `config` dict or keyword arguments (`PrioritizationConfig`): `data_path` (RETECS or enriched CSV; none:
+    a seeded synthetic history), `history_window`, `split`, `train_fraction`, `validation_fraction`,
+    `features`, `max_cycles`, `seed`, `time_budget`, `cycles_per_episode`, `priority_buckets`, `reward`,
+    `duration_weight`, `terminal_score`.
+
+    ```python
+    gymnasium.make("agents/TestPrioritization-v0", data_path="data/testprio/iofrol.csv", priority_buckets=10)
+    ```
+    """
 
     MODE = "pointwise"
 
@@ -176,7 +229,43 @@ def reward_targets(data: PreparedData, reward: str, duration_weight: float) -> n
 
 
 class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
-    """Two tests of one cycle per step; the action says which runs first (see the module docstring)."""
+    """## Description
+
+    Learn which of two tests of one CI cycle should run first; the learned comparison orders a whole cycle
+    (`envs.agents.testprio.ranking`). An episode makes `pairs_per_cycle` comparisons in each of
+    `cycles_per_episode` cycles of the `split`.
+
+    ## Action Space
+
+    `Discrete(2)`: 0 the left test runs first, 1 the right one.
+
+    ## Observation Space
+
+    `Box(-5, 5, (2d,), float32)`: the left test's d features then the right test's (the pointwise env's
+    observation table, twice).
+
+    ## Rewards
+
+    +1 when the choice agrees with the optimal order (failing before passing; within a verdict, the shorter
+    actual duration first), -1 when it does not, 0 when the two tests tie in that order.
+
+    ## Starting State
+
+    A cycle drawn uniformly from the split; pairs drawn from its tests, a share `mixed_pair_fraction` as
+    (failing, passing) pairs when the cycle has both verdicts, sides random.
+
+    ## Episode End
+
+    Terminated after the last comparison of the episode's last cycle. No truncation.
+
+    ## Arguments
+
+    As the pointwise env, plus `pairs_per_cycle` and `mixed_pair_fraction` (`PrioritizationConfig`).
+
+    ```python
+    gymnasium.make("agents/TestPrioritizationPairwise-v0", data_path="data/testprio/iofrol.csv")
+    ```
+    """
 
     MODE = "pairwise"
 

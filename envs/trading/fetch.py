@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -257,3 +257,22 @@ def ensure_local_data(symbols: Iterable[str], timeframe: str, data_dir: str | Pa
             status.missing.append(symbol)
     return status
 
+
+
+def prepare_data(env_config: dict[str, Any], searched: dict[str, list[Any]], fetch: bool,
+                 log: Callable[[str], None]) -> list[str]:
+    """The trading family's `prepare` hook (envs.EnvFamily): for symbol-addressed bars (source: file,
+    data_path: null) fetch every symbol the run trades that has no local parquet, or, when `fetch` is off
+    (a dry run), report them. Returns the symbols still missing."""
+    from envs.trading.env import DEFAULT_DATA
+
+    addressed_by_symbol = "data_path" in env_config and env_config["data_path"] is None
+    if env_config.get("source", "file") != "file" or not addressed_by_symbol:
+        return []
+    symbols = [str(v) for v in searched.get("symbol") or [env_config.get("symbol", "BTC-USD")]]
+    timeframe = env_config.get("timeframe") or "1h"
+    status = ensure_local_data(symbols, timeframe, env_config.get("data_dir", DEFAULT_DATA.parent), fetch=fetch, log=log)
+    if status.missing:
+        log(f"note: no local {timeframe} data for {', '.join(status.missing)}; the run will fetch them with ccxt "
+            "(needs network)")
+    return status.missing

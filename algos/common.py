@@ -1,0 +1,120 @@
+"""RLlib glue every algorithm shares: env registration, the selection score, and the builder calls that
+do not depend on the algorithm (environment, runners, learners, module, evaluation, reporting).
+
+An algorithm's builder (`AlgorithmSpec.build`) makes its own config class, applies its `training`
+section, and hands the rest to `apply_common`.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.tune.registry import register_env
+
+import envs
+from algos.spec import BuildInputs
+
+# Every result carries the value of `tune.metric` under this top-level key. Tune's keep-K checkpoint
+# bookkeeping looks its score attribute up in the *unflattened* result
+# (ray/train/_internal/checkpoint_manager.py, `score_attr in checkpoint_result.metrics`), so a nested
+# metric such as evaluation/env_runners/episode_return_mean is never found there and the newest
+# checkpoints are kept instead of the best. A flat copy is found.
+SELECTION_SCORE = "selection_score"
+
+
+class _NewApiStackNotice(logging.Filter):
+    """Drops RLlib's 400-character "You are running DQN on the new API stack!" warning, which every config
+    validation logs once per process: the new API stack is the only one we build (the old stack's DQN does
+    not build in Ray 2.60), so it tells our users nothing. Other RLlib config warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "on the new API stack! This is the new default" not in record.getMessage()
+
+
+logging.getLogger("ray.rllib.algorithms.algorithm_config").addFilter(_NewApiStackNotice())
+
+
+def _create_env(env_id: str, env_context: dict[str, Any]) -> gym.Env | gym.vector.VectorEnv:
+    """One env, or, when RLlib's runner asks for `num_envs` of an env with a native vector implementation
+    (gym_env_vectorize_mode "vector_entry_point"), all of them in one batched env."""
+    import envs  # registers the ids inside env-runner processes
+
+    config = dict(env_context)
+    if "num_envs" in config:
+        return envs.make_vector_env(env_id, int(config.pop("num_envs")), config)
+    return envs.make_env(env_id, config)
+
+
+def register_environment(env_id: str) -> None:
+    """Make `env_id` known to RLlib, built by `envs.make_env` in every env runner."""
+    envs.require_registered(env_id)
+    register_env(env_id, partial(_create_env, env_id))
+
+
+def lookup(result: dict[str, Any], metric: str) -> Any:
+    """The value at a "/"-separated metric path of a nested result, or None."""
+    node: Any = result
+    for part in metric.split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return result.get(metric)  # a flat key that itself contains "/"
+        node = node[part]
+    return node
+
+
+def copy_selection_score(metric: str, mode: str, *, result: dict[str, Any], **_: Any) -> None:
+    """RLlib `on_train_result` callback: put `metric` at the top level of the result (see SELECTION_SCORE).
+
+    An iteration without the metric (no evaluation ran) gets the worst possible score, so it never
+    displaces a scored checkpoint."""
+    value = lookup(result, metric)
+    scored = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    result[SELECTION_SCORE] = float(value) if scored else (float("-inf") if mode == "max" else float("inf"))
+
+
+def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:
+    """Envs stepped by the greedy evaluation: no more than the episodes it counts. RLlib steps every
+    env of the runner until `evaluation_duration` episodes finish, so 32 training envs would walk a
+    deterministic validation split 32 times to count one episode."""
+    if evaluation["evaluation_duration_unit"] == "episodes":
+        return max(1, min(evaluation["evaluation_duration"], training_envs))
+    return training_envs
+
+
+def apply_common(config: AlgorithmConfig, inputs: BuildInputs) -> AlgorithmConfig:
+    """The builder calls shared by every algorithm, from the experiment's sections and resources."""
+    sections, resources = inputs.sections, inputs.resources
+    env, runners, evaluation = sections["environment"], sections["env_runners"], sections["evaluation"]
+    register_environment(inputs.env_id)
+    config = (
+        config
+        .environment(inputs.env_id, env_config=env["env_config"])
+        .framework("torch", torch_compile_learner=resources.torch_compile_learner)
+        .env_runners(
+            num_env_runners=resources.num_env_runners,
+            num_envs_per_env_runner=resources.num_envs_per_env_runner,
+            num_cpus_per_env_runner=resources.num_cpus_per_env_runner,
+            rollout_fragment_length=runners["rollout_fragment_length"],
+            gym_env_vectorize_mode="vector_entry_point" if inputs.has_vector_env else "sync",
+        )
+        .learners(num_learners=resources.num_learners, num_gpus_per_learner=resources.num_gpus_per_learner)
+        .rl_module(model_config=sections["rl_module"])
+        .reporting(**{k: v for k, v in sections["reporting"].items() if v is not None})
+        .debugging(seed=inputs.seed)
+        .callbacks(on_train_result=partial(copy_selection_score, inputs.metric, inputs.mode))
+    )
+    if evaluation["evaluation_interval"]:
+        config.evaluation(
+            evaluation_interval=evaluation["evaluation_interval"],
+            evaluation_duration=evaluation["evaluation_duration"],
+            evaluation_duration_unit=evaluation["evaluation_duration_unit"],
+            evaluation_num_env_runners=0,
+            evaluation_config=type(config).overrides(
+                env_config={**env["env_config"], **evaluation["env_config"]}, explore=False,
+                num_envs_per_env_runner=_evaluation_envs(evaluation, config.num_envs_per_env_runner)),
+        )
+    return config

@@ -1,0 +1,114 @@
+"""What an algorithm brings to the platform (`algos.ALGORITHMS`), without importing Ray.
+
+Each algorithm module defines one `AlgorithmSpec`: the model of its `training` section, the builder
+that turns plain values (`BuildInputs`) into an RLlib config, what Tune runs, how its RLModule's
+output becomes greedy actions, its smoke-test budget and the result keys its learners report. The
+platform (`experiments/`) knows algorithms only through this.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from pydantic import Field
+
+from envs.validation import StrictModel
+
+DEFAULT_BATCH = 32  # training.train_batch_size_per_learner's default: the batch of one update per learner
+
+
+class TrainingBase(StrictModel):
+    """Keys every algorithm's `training` section has: the hardware plan reads the batch and lr."""
+
+    lr: float = Field(default=5e-4, gt=0)
+    gamma: float = Field(default=0.99, gt=0, le=1)
+    # The batch of one update per learner. A hardware preset never changes it (data-parallel presets split it
+    # over their learners); batch_scaling: preset opts in to the preset's large_batch and its lr rule.
+    train_batch_size_per_learner: int = Field(default=DEFAULT_BATCH, ge=1)
+    batch_scaling: Literal["none", "preset"] = "none"
+    grad_clip: float | None = Field(default=40.0, gt=0)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Resources of one trial, settled by the platform from the experiment and the hardware plan."""
+
+    num_env_runners: int
+    num_envs_per_env_runner: int
+    num_cpus_per_env_runner: float
+    num_learners: int
+    num_gpus_per_learner: float
+    mixed_precision: str = "none"
+    torch_compile_learner: bool = False
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Everything a builder needs, as plain values: the experiment's sections as dicts (search domains
+    already in place, the batch and lr already planned for the hardware), resources, the selection
+    metric and the seed."""
+
+    env_id: str
+    sections: dict[str, Any]   # environment, env_runners, learners, training, rl_module, evaluation, reporting
+    resources: Resources
+    metric: str
+    mode: str
+    seed: Any = None
+    has_vector_env: bool = False
+
+
+@dataclass(frozen=True)
+class GreedyRule:
+    """How a forward_inference output becomes greedy actions: the output key, and whether it holds
+    per-action scores (logits) whose argmax is the action. Data, not code, so the registered MLflow model
+    (experiments/policy_model.py) applies it without importing the platform."""
+
+    output: str
+    argmax: bool = False
+
+    def actions(self, out: dict[str, Any]) -> Any:
+        values = out[self.output]
+        return values.argmax(-1) if self.argmax else values
+
+
+# Result keys every RLlib algorithm reports (new API stack), as paths "a/b/c" into its result.
+_TOP = ("training_iteration", "time_total_s", "time_this_iter_s", "time_since_restore", "iterations_since_restore",
+        "num_env_steps_sampled_lifetime", "num_training_step_calls_per_iteration", "selection_score")
+_EPISODES = ("episode_return_mean", "episode_return_max", "episode_return_min", "episode_len_mean",
+             "episode_len_max", "episode_len_min", "episode_duration_sec_mean", "num_episodes",
+             "num_episodes_lifetime", "num_env_steps_sampled", "num_env_steps_sampled_lifetime")
+_LEARNER = ("total_loss", "default_optimizer_learning_rate", "module_train_batch_size_mean", "num_module_steps_trained",
+            "num_module_steps_trained_lifetime", "num_trainable_parameters", "gradients_default_optimizer_global_norm")
+# Sub-trees whose keys are free-form (timers, system stats): any key below them is accepted.
+_FREE_PREFIXES = ("timers/", "perf/", "fault_tolerance/", "learners/__all_modules__/", "env_runners/module_",
+                  "env_runners/agent_", "evaluation/env_runners/module_", "evaluation/env_runners/agent_")
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    training_section: type[TrainingBase]
+    build: Callable[[BuildInputs], Any]          # -> ray.rllib AlgorithmConfig
+    trainable: Callable[[dict[str, Any]], Any]    # training section (dict) -> what Tune runs (name or class)
+    greedy: GreedyRule
+    # --set overrides that make a --smoke-test run short, on top of the platform's (2 trials x 2 iterations).
+    smoke_overrides: tuple[str, ...] = ()
+    learner_metrics: tuple[str, ...] = ()          # keys under learners/<module id>/ beyond the common ones
+    free_result_prefixes: tuple[str, ...] = ()     # sub-trees of its own, e.g. replay_buffer/
+    # Env steps/s relative to the hardware preset's declared rate (stock RLlib DQN), for time estimates.
+    speedup: Callable[[Any], float] = field(default=lambda training: 1.0)
+    # Replayed samples per sampled env step (a replay ratio, for the plan's "updates per env step"), given the
+    # training section, the rollout fragment length and the envs per runner; None when it has none (on-policy).
+    replay_ratio: Callable[[Any, int, int], float | None] = field(default=lambda training, fragment, num_envs: None)
+    # Whether its learner applies a preset's mixed_precision with these training settings.
+    mixed_precision: Callable[[Any], bool] = field(default=lambda training: False)
+
+    def result_keys(self) -> list[str]:
+        """Every fixed result key this algorithm reports (tune.metric and tune.stop must name one)."""
+        episodes = [f"{where}/{key}" for where in ("env_runners", "evaluation/env_runners") for key in _EPISODES]
+        learners = [f"learners/default_policy/{key}" for key in (*_LEARNER, *self.learner_metrics)]
+        return [*_TOP, *episodes, *learners]
+
+    def reports(self, key: str) -> bool:
+        """Whether `key` ("/"-separated) is a result key of this algorithm."""
+        return key in self.result_keys() or key.startswith((*_FREE_PREFIXES, *self.free_result_prefixes))

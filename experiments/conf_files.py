@@ -1,0 +1,150 @@
+"""Reading experiment files: YAML, `extends:` chains, --set overrides and the paths they name.
+
+A file may start from another with `extends: base.yaml` (resolved against the file's folder) and then
+hold only what differs: mappings merge key by key, any other value replaces the base's, and under
+`tune.search_space` a key set to null removes the base's search. The `training` section belongs to the
+algorithm: a file that changes `algorithm` starts its `training` section afresh. Relative `*_path`/`*_dir` values
+resolve against the folder of the file that wrote them, those given with --set against the working
+directory (as any path typed in a shell).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.errors import InputError, read_user_text
+
+EXTENDS = "extends"
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`training.lr=1e-4` -> (["training", "lr"], 0.0001); values are parsed as YAML."""
+    if "=" not in text:
+        raise InputError(f"--set {text!r}: write KEY=VALUE, e.g. --set training.lr=1e-4")
+    key, _, raw = text.partition("=")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InputError(f"--set {text!r}: {part!r} is not a section")
+            node = child
+        node[path[-1]] = value
+    return raw
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    text = read_user_text(path, "experiment file", "pass one experiment YAML file, e.g. conf/dqn_btc.yaml")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise InputError(f"{path}:{where}: not valid YAML ({getattr(exc, 'problem', exc)}): fix the syntax") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: an experiment file is a mapping of sections (name, environment, training, ...)")
+    return raw
+
+
+def read_experiment(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's mapping with its `extends:` chain merged in and its relative paths resolved."""
+    raw = read_yaml(path)
+    _resolve_file_paths(raw, path.resolve().parent)
+    base_name = raw.pop(EXTENDS, None)
+    if base_name is None:
+        return raw
+    if not isinstance(base_name, str) or not base_name.strip():
+        raise InputError(f"{path}: extends: name one experiment file, e.g. extends: dqn_btc.yaml")
+    base = (path.resolve().parent / base_name).resolve()
+    if base in chain or base == path.resolve():
+        cycle = " -> ".join(str(p) for p in (*chain, path.resolve(), base))
+        raise InputError(f"{path}: extends: {base_name} is circular ({cycle}): remove one of the extends")
+    if not base.exists():
+        raise InputError(f"{path}: extends: {base} not found (resolved against this file's folder): fix the name")
+    merged_base = read_experiment(base, (*chain, path.resolve()))
+    if raw.get("algorithm", "dqn") != merged_base.get("algorithm", "dqn"):
+        merged_base.pop("training", None)  # the other algorithm's keys
+    return merge(merged_base, raw)
+
+
+def merge(base: dict[str, Any], delta: dict[str, Any], at: str = "") -> dict[str, Any]:
+    """`base` with `delta` laid over it (see the module docstring)."""
+    merged = dict(base)
+    for key, value in delta.items():
+        if at == "tune.search_space" and value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict) and at != "tune.search_space":
+            merged[key] = merge(merged[key], value, f"{at}.{key}" if at else key)
+        else:
+            merged[key] = value
+    return merged
+
+
+def pin_overridden_searches(raw: dict[str, Any], overrides: list[str]) -> list[str]:
+    """A --set of a key that tune.search_space searches pins it: the override wins and the key leaves
+    the search space (the plan says so). Returns the pinned keys."""
+    tune = raw.get("tune")
+    space = tune.get("search_space") if isinstance(tune, dict) else None
+    pinned = []
+    for text in overrides:
+        key = ".".join(parse_override(text)[0])
+        if isinstance(space, dict) and key in space:
+            del space[key]
+            pinned.append(key)
+            if tune.get("group_by") == key:  # one value left: nothing to group by
+                del tune["group_by"]
+    return pinned
+
+
+def _path_keys(env_config: dict[str, Any], all_keys: bool = False) -> list[str]:
+    """The keys of an env config that hold local file or folder paths (a URI such as s3://... is not one)."""
+    return [key for key, value in env_config.items()
+            if (all_keys or key.endswith(("_path", "_dir"))) and isinstance(value, str) and value
+            and "://" not in value]
+
+
+def absolute_paths(env_config: dict[str, Any], base: Path, all_keys: bool = False) -> None:
+    """Tune runs trials in their own folders: relative `*_path`/`*_dir` values (every string value with
+    `all_keys`) are made absolute from `base`."""
+    for key in _path_keys(env_config, all_keys):
+        env_config[key] = str((base / Path(env_config[key]).expanduser()).resolve())
+
+
+def _resolve_file_paths(raw: dict[str, Any], conf_dir: Path) -> None:
+    """Relative paths written in the experiment file resolve against the file's folder, wherever the run
+    starts from; also the values of a searched `*_path` (e.g. a grid over data files)."""
+    for section in (raw.get("environment"), raw.get("evaluation")):
+        if isinstance(section, dict) and isinstance(section.get("env_config"), dict):
+            absolute_paths(section["env_config"], conf_dir)
+    tune = raw.get("tune")
+    space = tune.get("search_space") if isinstance(tune, dict) else None
+    if not isinstance(space, dict):
+        return
+    for key, domain in space.items():
+        if ".env_config." not in key or not key.endswith(("_path", "_dir")) or not isinstance(domain, dict):
+            continue
+        for form in ("grid", "choice"):
+            if isinstance(domain.get(form), list):
+                values = {str(i): v for i, v in enumerate(domain[form])}
+                absolute_paths(values, conf_dir, all_keys=True)
+                domain[form] = list(values.values())
+
+
+def check_files_exist(env_config: dict[str, Any], source: str) -> None:
+    """A data file that is not there fails here, with where it was looked for and why there."""
+    for key in _path_keys(env_config):
+        if key.endswith("_path") and not Path(env_config[key]).exists():
+            raise InputError(f"{source}: {key}: {env_config[key]} not found (relative paths in an experiment file "
+                             "resolve against the file's folder, those given with --set against the working "
+                             "directory): fix the path (market data from a CSV: python -m experiments.data import FILE)")
