@@ -7,14 +7,15 @@ those values, so Tune resolves them per trial.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from ray.rllib.algorithms.dqn import DQNConfig
 
-from algos.common import apply_common
 from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
 from envs.validation import StrictModel
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.dqn import DQNConfig
 
 REPLAY_BUFFERS = {"prioritized": "PrioritizedEpisodeReplayBuffer", "uniform": "EpisodeReplayBuffer"}
 # Env steps/s of each training implementation relative to stock RLlib DQN, for time estimates (presets declare
@@ -59,8 +60,14 @@ def _as_lists(value: Any) -> Any:
     return [list(point) for point in value] if isinstance(value, (list, tuple)) else value
 
 
-def build(inputs: BuildInputs) -> DQNConfig:
+def build(inputs: BuildInputs) -> "DQNConfig":
     """The DQNConfig (FastDQNConfig for implementation: fast) for one trial, or a whole sweep with domains inside."""
+    # Ray is imported here, not at module load: validating an experiment file reads SPEC and the training
+    # section, and must not pay RLlib's import (~3.7 s here, torch included) when it refuses the file.
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    from algos.common import apply_common
+
     training = dict(inputs.sections["training"])
     implementation = training.pop("implementation")
     replay = training.pop("replay_buffer")

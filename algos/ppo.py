@@ -6,11 +6,14 @@ experiment file sections, hardware plan, Tune sweep, scoring, registry and resum
 """
 from __future__ import annotations
 
-from pydantic import Field, model_validator
-from ray.rllib.algorithms.ppo import PPOConfig
+from typing import TYPE_CHECKING
 
-from algos.common import apply_common
+from pydantic import Field, model_validator
+
 from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.ppo import PPOConfig
 
 # Env steps/s relative to the preset's declared rate (stock RLlib DQN): PPO does a few epochs over each batch
 # instead of a replayed update every few env steps. conf/ppo_cartpole.yaml on the cpu preset ran ~2,400 env steps/s
@@ -43,8 +46,12 @@ class PPOTraining(TrainingBase):
         return self
 
 
-def build(inputs: BuildInputs) -> PPOConfig:
+def build(inputs: BuildInputs) -> "PPOConfig":
     """The PPOConfig for one trial, or a whole sweep with Tune domains inside."""
+    from ray.rllib.algorithms.ppo import PPOConfig  # here, not at module load: see algos.dqn.build
+
+    from algos.common import apply_common
+
     training = dict(inputs.sections["training"])
     training.pop("batch_scaling")  # already applied by the platform's hardware plan
     if training["grad_clip"] is None:

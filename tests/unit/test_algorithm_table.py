@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,14 @@ def test_every_platform_env_has_a_config_model():
         with pytest.raises(InputError, match="did you mean"):
             envs.check_env_config(env_id, {"splitt": "train"}, "x")
 
+
+def test_reading_experiment_files_imports_no_ray():
+    """Validating a file reads the algorithm table and its training sections; RLlib (and torch with it) is
+    imported only to build a config, so a refused file answers without paying that import."""
+    confs = [str(path) for path in sorted((REPO / "conf").glob("*.yaml"))]
+    code = ("import sys\nfrom experiments.config import load_experiment\n"
+            f"for conf in {confs!r}:\n    load_experiment(conf)\n"
+            "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
