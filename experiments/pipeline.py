@@ -24,6 +24,7 @@ from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import HardwarePreset, ResourcePlan, check_live_cluster
 from experiments.shell import python_command, tool_command
+from experiments.sweep import ParamSpace, fit, make_tuner, restore_tuner
 from experiments.tracking import (
     MlflowTrialCallback,
     close_open_children,
@@ -120,13 +121,14 @@ def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str
     return parent.info.run_id, out_dir
 
 
-def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: ResourcePlan,
+def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: ResourcePlan, params: ParamSpace,
                    args: argparse.Namespace, console: Console) -> int:
+    """Sweep `params` (the search space `experiments.sweep.check_buildable` built and RLlib validated), track it
+    in MLflow, score out of sample and register; returns the exit code."""
     import ray
     import torch
 
     from experiments.progress import TrialProgress
-    from experiments.sweep import build_param_space, fit, make_tuner, restore_tuner
 
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
     _silence_rllib_import_noise()
@@ -141,7 +143,6 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     state: SweepState | None = previous
     try:
         check_live_cluster(plan)
-        params = build_param_space(exp, plan)
         experiment_dir = args.output.resolve() / exp.name
         if previous:
             client.update_run(previous.parent_run_id, status="RUNNING")

@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         preset, plan = print_plan(console, exp, args)
         from experiments.sweep import check_buildable
 
-        check_buildable(exp, plan, str(args.conf))
+        params = check_buildable(exp, plan, str(args.conf))  # the sweep runs exactly what was checked
         for line in periods if len(periods) > 1 else []:
             console.print(line)
         if args.dry_run:
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from experiments.pipeline import run_experiment
 
-        return run_experiment(exp, preset, plan, args, console)
+        return run_experiment(exp, preset, plan, params, args, console)
     except InputError as error:
         print(f"error: {runnable(str(error))}", file=sys.stderr)
         return 2

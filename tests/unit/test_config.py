@@ -96,7 +96,7 @@ def test_a_searched_data_file_grid_resolves_against_the_experiment_file(tmp_path
 def test_search_space_forms_become_tune_domains():
     from ray import tune
 
-    from experiments.search_space import to_domains
+    from experiments.search_space import check_search_space, to_domains
 
     domains = to_domains(
         {
@@ -113,6 +113,10 @@ def test_search_space_forms_become_tune_domains():
     assert isinstance(domains["a"], tune.search.sample.Categorical)
     assert domains["b"] == {"grid_search": [1, 2]}
     assert 1e-4 <= domains["d"].sample() <= 1e-2 and domains["h"].sample() % 2 == 0
+    with pytest.raises(ValueError, match="low < high"):  # bounds are checked when the file is read, before Ray
+        check_search_space({"x": {"uniform": [1, 0]}})
+    with pytest.raises(ValueError, match="positive"):
+        check_search_space({"x": {"loguniform": [0, 1]}})
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
