@@ -102,6 +102,7 @@ def apply_common(config: AlgorithmConfig, inputs: BuildInputs) -> AlgorithmConfi
             gym_env_vectorize_mode="vector_entry_point" if inputs.has_vector_env else "sync",
         )
         .learners(num_learners=resources.num_learners, num_gpus_per_learner=resources.num_gpus_per_learner)
+        .resources(custom_resources_for_main_process=dict(resources.custom_resources))
         .rl_module(model_config=sections["rl_module"])
         .reporting(**{k: v for k, v in sections["reporting"].items() if v is not None})
         .debugging(seed=inputs.seed)

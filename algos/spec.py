@@ -40,6 +40,7 @@ class Resources:
     num_gpus_per_learner: float
     mixed_precision: str = "none"
     torch_compile_learner: bool = False
+    custom_resources: dict[str, float] = field(default_factory=dict)  # of the trial's main process
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from experiments.conf_files import (
 )
 from experiments.protocol import apply_protocol
 from experiments.search_space import check_search_space
+from experiments.storage import explicit_endpoints
 
 
 class EnvironmentSection(Section):
@@ -126,6 +127,11 @@ class TuneSection(Section):
     group_by: str | None = None
     max_concurrent_trials: int | None = Field(default=None, ge=1)  # None: the preset decides
     max_failures: int = Field(default=0, ge=-1)
+    # Custom Ray resources each trial asks for (its main process: the trainer that writes checkpoints), to
+    # place trials on the nodes that declare them, e.g. {gpu_node: 1} with `ray start --resources
+    # '{"gpu_node": 4}'` on those nodes only. The run refuses to start when no node declares one.
+    trial_resources: dict[Annotated[str, Field(min_length=1)], Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict)
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
 
     @model_validator(mode="after")
@@ -163,6 +169,9 @@ class ExperimentConfig(Section):
     description: str = ""
     algorithm: str = "dqn"  # a key of algos.ALGORITHMS; it brings the model of the training section
     hardware: str | None = None
+    # Where Tune's results, checkpoints and the resume file go: a folder or s3://bucket/prefix
+    # (experiments.storage); --storage and RLPLATFORM_STORAGE also set it. None: the --output folder.
+    storage: str | None = None
     environment: EnvironmentSection
     env_runners: EnvRunnersSection = Field(default_factory=EnvRunnersSection)
     learners: LearnersSection = Field(default_factory=LearnersSection)
@@ -247,6 +256,7 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     apply_protocol(config, source)
     for env_config in (config.environment.env_config, config.evaluation.env_config):
         absolute_paths(env_config, Path.cwd())
+        explicit_endpoints(env_config, f"{source}: environment.env_config")
         check_files_exist(env_config, source)
     envs.check_env_config(config.environment.env, config.environment.env_config, source)
     envs.check_env_config(config.environment.env, {**config.environment.env_config, **config.evaluation.env_config},

@@ -21,9 +21,11 @@ from rich.console import Console
 
 import envs
 from envs.errors import InputError
+from experiments.cluster import LOCAL, RayTarget
 from experiments.config import ExperimentConfig
 from experiments.hardware import HardwarePreset, ResourcePlan, check_live_cluster
 from experiments.shell import python_command, tool_command
+from experiments.storage import Storage, warn_environment_credentials
 from experiments.sweep import ParamSpace, fit, make_tuner, restore_tuner
 from experiments.tracking import (
     MlflowTrialCallback,
@@ -42,48 +44,68 @@ FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED,
 
 @dataclass
 class SweepState:
-    """What `--resume` needs to find an interrupted sweep again."""
+    """What `--resume` needs to find an interrupted sweep again; kept in the sweep's storage, so a resume
+    from another machine finds it too."""
 
-    tune_dir: str
+    tune_dir: str  # the Tune experiment folder, a path inside the storage
     parent_run_id: str
     experiment_id: str
     tracking_uri: str
 
     @staticmethod
-    def path(output: Path, name: str) -> Path:
-        return output.resolve() / name / "latest_sweep.json"
+    def path(storage: Storage, name: str) -> str:
+        return storage.path(name, "latest_sweep.json")
 
-    def save(self, output: Path, name: str) -> None:
-        path = self.path(output, name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2))
+    def save(self, storage: Storage, name: str) -> None:
+        storage.write_text(self.path(storage, name), json.dumps(asdict(self), indent=2))
 
     @classmethod
-    def load(cls, output: Path, name: str) -> "SweepState":
-        path = cls.path(output, name)
-        if not path.exists():
-            raise InputError(f"{path}: no sweep of '{name}' to resume under {output}: run without --resume "
-                             "(or pass the same --output as the interrupted run)")
-        return cls(**json.loads(path.read_text()))
+    def load(cls, storage: Storage, name: str) -> "SweepState":
+        path = cls.path(storage, name)
+        text = storage.read_text(path)
+        if text is None:
+            raise InputError(f"{storage.display(path)}: no sweep of '{name}' to resume there: run without --resume "
+                             "(or pass the same --storage or --output as the interrupted run)")
+        return cls(**json.loads(text))
 
 
-def start_ray(args: argparse.Namespace, console: Console) -> bool:
-    """Join `--address`/RAY_ADDRESS, or start a local Ray; returns True when we started it."""
+def resume_flags(args: argparse.Namespace) -> str:
+    """The flags that find an interrupted sweep's storage again."""
+    flags = "" if args.output == Path("runs") else f" --output {args.output}"
+    return flags + (f" --storage {args.storage}" if args.storage else "")
+
+
+def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> bool:
+    """Join the cluster `target` names, or start a local Ray; returns True when we started it."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if args.address:
-        ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
-        console.print(f"joined Ray cluster at {args.address}")
+    if target.note:
+        console.print(target.note, markup=False, highlight=False)
+    if not target.starts_local:
+        context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False)
+        print_dashboard(context.dashboard_url, console)
         return False
     if args.dashboard_host != "127.0.0.1":
         console.print(f"[yellow]warning: the Ray dashboard listens on {args.dashboard_host}: anyone who can reach "
                       "this machine can see and control the cluster[/yellow]")
-    context = ray.init(include_dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
+    context = ray.init(address=LOCAL, include_dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
                        dashboard_port=8265, logging_level="ERROR", log_to_driver=False)
-    if context.dashboard_url:
-        console.print(f"Ray dashboard: http://{context.dashboard_url}")
+    print_dashboard(context.dashboard_url, console)
     return True
+
+
+def print_dashboard(url: str | None, console: Console) -> None:
+    """The dashboard's URL and, when Ray's token authentication is on (the default since 2.59), how to log in.
+    The token itself is never printed: it is the cluster's password."""
+    if not url:
+        return
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    console.print(f"Ray dashboard: http://{url}", markup=False, highlight=False)
+    if is_token_auth_enabled():
+        console.print(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints "
+                      "(README: The Ray dashboard)", markup=False, highlight=False)
 
 
 def _silence_rllib_import_noise() -> None:
@@ -122,7 +144,7 @@ def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str
 
 
 def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: ResourcePlan, params: ParamSpace,
-                   args: argparse.Namespace, console: Console) -> int:
+                   storage: Storage, ray_target: RayTarget, args: argparse.Namespace, console: Console) -> int:
     """Sweep `params` (the search space `experiments.sweep.check_buildable` built and RLlib validated), track it
     in MLflow, score out of sample and register; returns the exit code."""
     import ray
@@ -132,17 +154,18 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
 
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
     _silence_rllib_import_noise()
-    previous = SweepState.load(args.output, exp.name) if args.resume else None
+    previous = SweepState.load(storage, exp.name) if args.resume else None
     tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
     client = make_client(tracking_uri)
-    started_ray = start_ray(args, console)
+    warn_environment_credentials(os.environ, console.print)
+    started_ray = start_ray(ray_target, args, console)
     env_id = exp.environment.env
     tags = {"git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id, "algorithm": exp.algorithm,
             **envs.run_tags(env_id, exp.environment.env_config), "smoke_test": str(args.smoke_test)}
     status = FAILED
     state: SweepState | None = previous
     try:
-        check_live_cluster(plan)
+        check_live_cluster(plan, exp.tune.trial_resources)
         experiment_dir = args.output.resolve() / exp.name
         if previous:
             client.update_run(previous.parent_run_id, status="RUNNING")
@@ -151,26 +174,30 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
         else:
             experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
             parent_id, out_dir = _open_parent(client, exp, experiment_id, tags, plan, experiment_dir)
-            state = SweepState(tune_dir=str(experiment_dir / "tune" / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"),
+            state = SweepState(tune_dir=storage.path(exp.name, "tune", f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"),
                                parent_run_id=parent_id, experiment_id=experiment_id, tracking_uri=tracking_uri)
-            state.save(args.output, exp.name)
+            state.save(storage, exp.name)
+            if not storage.is_local:
+                console.print(f"Tune results and checkpoints: {storage.display(state.tune_dir)}", markup=False,
+                              highlight=False)
         if previous:
-            tuner = restore_tuner(exp, Path(previous.tune_dir), params)
+            tuner = restore_tuner(exp, storage, previous.tune_dir, params)
         else:
             tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
                                           _trial_params(exp, plan, params.search_keys), tags,
                                           trial_tags(envs.family(env_id).tag_keys))
-            tuner = make_tuner(exp, plan, params, Path(state.tune_dir), [tracker, TrialProgress(console, params.search_keys)])
+            tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
+                               [tracker, TrialProgress(console, params.search_keys)])
         results, interrupted = fit(tuner)
         console.print()
         if interrupted:
             status = KILLED
             console.print(f"sweep interrupted: continue it with {python_command()} -m experiments.run {args.conf} "
-                          f"--resume{'' if args.output == Path('runs') else f' --output {args.output}'}", markup=False)
+                          f"--resume{resume_flags(args)}", markup=False)
             return 130
         from experiments.scoring import score_sweep
 
-        score_sweep(exp, results, params, client, state, out_dir, console)
+        score_sweep(exp, results, params, client, state, storage, out_dir, console)
         status = FINISHED
     except KeyboardInterrupt:
         status = KILLED

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 from mlflow.models import ModelSignature, infer_signature
 
 from algos.spec import GreedyRule
-from experiments.policy import MODULE_SUBPATH, load_module_policy
+from experiments.policy import load_module_policy
 
 MODEL_CODE = Path(__file__).with_name("policy_model.py")
 
@@ -37,7 +38,7 @@ def registered_name(name: str, overridden: list[str], env_config: dict[str, Any]
         for key in data_keys:
             if f"environment.env_config.{key}" in overridden and env_config.get(key) is not None:
                 value = env_config[key]
-                parts.append(Path(value).stem if key == "data_path" else str(value))
+                parts.append(Path(urlsplit(str(value)).path).stem if key == "data_path" else str(value))
                 reasons.append(f"{key} set with --set")
     if group is not None:
         parts.append(group)
@@ -56,12 +57,11 @@ def _requirements() -> list[str]:
     return [f"torch>={torch_version}", f"ray[rllib]=={ray.__version__}", "numpy", "pandas"]
 
 
-def register_policy(tracking_uri: str, run_id: str, checkpoint_dir: Path, model_name: str,
+def register_policy(tracking_uri: str, run_id: str, module_dir: Path, model_name: str,
                     example_observations: np.ndarray, tags: dict[str, str], greedy: GreedyRule) -> str:
     """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     mlflow.set_tracking_uri(tracking_uri)
-    module_dir = Path(checkpoint_dir) / MODULE_SUBPATH
     actions = load_module_policy(module_dir, greedy)(example_observations)
     # Outputs only: an input schema would make MLflow refuse one observation or a float64 batch with an
     # error that prints the whole array; policy_model.as_observation_batch checks the input instead.

@@ -60,6 +60,7 @@ def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, A
         num_gpus_per_learner=_first(learners["num_gpus_per_learner"], plan.num_gpus_per_learner),
         mixed_precision=plan.mixed_precision,
         torch_compile_learner=plan.torch_compile_learner,
+        custom_resources=dict(exp.tune.trial_resources),
     )
     training["train_batch_size_per_learner"], training["lr"] = planned_batch_and_lr(
         training["train_batch_size_per_learner"], training["lr"], plan, resources.num_learners)

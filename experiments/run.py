@@ -18,12 +18,14 @@ from rich.markup import escape
 import envs
 from envs.errors import InputError
 from experiments.checks import ENV_CONFIG_PREFIX
+from experiments.cluster import leftover_address_file, resolve_ray_target
 from experiments.config import ExperimentConfig, load_experiment
 from experiments.hardware import estimate, resolve_plan, select_preset
 from experiments.protocol import FOLD_KEY, fold_indices
 from experiments.search_space import candidate_values
 from experiments.search_space import describe as describe_space
 from experiments.shell import runnable, terminal_console
+from experiments.storage import check_storage, resolve_storage
 
 LOOPBACK = "127.0.0.1"
 
@@ -38,13 +40,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--resume", action="store_true",
                         help="continue the last interrupted sweep of this experiment (same --output)")
     parser.add_argument("--hardware", help="hardware preset name or YAML path (else GPU_PROFILE, the YAML, detection)")
-    parser.add_argument("--address", default=os.environ.get("RAY_ADDRESS"),
-                        help="join an existing Ray cluster (default: RAY_ADDRESS, else start a local one)")
+    parser.add_argument("--address",
+                        help="join a Ray cluster: HOST:PORT, ray://HOST:PORT, auto (the one `ray start` started here) "
+                             "or local (start our own); default RAY_ADDRESS, else a live `ray start` cluster on this "
+                             "machine, else a local Ray")
+    parser.add_argument("--storage",
+                        help="where Tune results, checkpoints and the resume file go: a folder or s3://BUCKET/PREFIX "
+                             "(?endpoint_override=http://HOST:PORT or AWS_ENDPOINT_URL_S3 for S3-compatible stores); "
+                             "default: storage: in the file, else RLPLATFORM_STORAGE, else --output")
     parser.add_argument("--no-dashboard", action="store_true", help="do not start the Ray dashboard")
     parser.add_argument("--dashboard-host", default=LOOPBACK,
                         help="interface for the Ray dashboard (default 127.0.0.1: this machine only)")
     parser.add_argument("--output", type=Path, default=Path("runs"),
-                        help="folder for Ray Tune results and evaluation files (default ./runs)")
+                        help="folder for evaluation files, and for Tune results unless --storage says otherwise "
+                             "(default ./runs)")
     return parser.parse_args(argv)
 
 
@@ -158,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         exp = load(args)
+        storage = resolve_storage(args.storage, exp.storage, args.output, str(args.conf))
+        check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
+        ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
         missing = prepare_data(exp, fetch=not args.dry_run, console=console)
         periods = check_environment(exp, construct=not missing)
         preset, plan = print_plan(console, exp, args)
@@ -166,13 +178,15 @@ def main(argv: list[str] | None = None) -> int:
         params = check_buildable(exp, plan, str(args.conf))  # the sweep runs exactly what was checked
         for line in periods if len(periods) > 1 else []:
             console.print(line)
+        console.print(f"storage: {storage.uri} ({storage.source})", markup=False, highlight=False)
         if args.dry_run:
+            console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
             console.print("resolved experiment:")
             console.print(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False), markup=False)
             return 0
         from experiments.pipeline import run_experiment
 
-        return run_experiment(exp, preset, plan, params, args, console)
+        return run_experiment(exp, preset, plan, params, storage, ray_target, args, console)
     except InputError as error:
         print(f"error: {runnable(str(error))}", file=sys.stderr)
         return 2

@@ -23,8 +23,9 @@ import envs
 from envs.report import EvaluationReport
 from experiments.config import ExperimentConfig
 from experiments.evaluate import evaluate_checkpoint, log_report, print_frame, print_report
-from experiments.policy import load_greedy_policy
+from experiments.policy import MODULE_SUBPATH, load_module_policy
 from experiments.protocol import FOLD_KEY
+from experiments.storage import Storage
 from experiments.sweep import ParamSpace, ScoredCheckpoint, best_checkpoint, searched_values
 from experiments.tracking import log_metrics, run_of_trial
 from experiments.verdict import ScoredTrial, Verdict, build_verdict, family_threshold
@@ -95,9 +96,29 @@ def deployable(trials: list[Trial], mode: str, point: str | None = None) -> Tria
     return pick(candidates, key=lambda t: t.checkpoint.score)
 
 
-def score(trial: Trial, exp: ExperimentConfig) -> EvaluationReport:
+@dataclass(frozen=True)
+class CheckpointReader:
+    """Trials' checkpoints as local folders: in place on a local storage, else downloaded once into `cache`
+    (the policy's module only, for scoring; the whole checkpoint for the chosen trial's artifact). The cache
+    is the run's local output folder, so a checkpoint on S3 is downloaded once per run."""
+
+    storage: Storage
+    cache: Path
+
+    def module(self, checkpoint: ScoredCheckpoint) -> Path:
+        module_dir = self.storage.local_copy(f"{checkpoint.path}/{MODULE_SUBPATH.as_posix()}", self.cache / "policies")
+        if not module_dir.exists():
+            raise RuntimeError(f"{self.storage.display(checkpoint.path)}: not an RLlib algorithm checkpoint "
+                               f"(no {MODULE_SUBPATH})")
+        return module_dir
+
+    def whole(self, checkpoint: ScoredCheckpoint) -> Path:
+        return self.storage.local_copy(checkpoint.path, self.cache / "checkpoints")
+
+
+def score(trial: Trial, exp: ExperimentConfig, reader: CheckpointReader) -> EvaluationReport:
     """The trial's best checkpoint on its fold's test part (the scorer always uses the test part)."""
-    policy = load_greedy_policy(trial.checkpoint.path, exp.spec.greedy)
+    policy = load_module_policy(reader.module(trial.checkpoint), exp.spec.greedy)
     return evaluate_checkpoint(policy, exp.environment.env, trial.env_config)
 
 
@@ -112,16 +133,17 @@ class GroupOutcome:
     verdict: Verdict | None                        # None for families that report no returns
 
 
-def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, threshold: float) -> GroupOutcome:
+def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, threshold: float,
+                reader: CheckpointReader) -> GroupOutcome:
     """Score a group's trials and, where the family reports returns, build its verdict (an edge needs a
     DSR of at least `threshold`)."""
     env_id = exp.environment.env
     if not envs.supports_folds(env_id):
         chosen = deployable(trials, exp.tune.mode)
-        report = score(chosen, exp)
+        report = score(chosen, exp, reader)
         return GroupOutcome(chosen.group, chosen, report, [(chosen, report)], None)
     with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
-        scored = [(t, score(t, exp)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
+        scored = [(t, score(t, exp, reader)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
     verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
                             exp.tune.mode, scored[0][1].periods_per_year, threshold)
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
@@ -130,7 +152,7 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
 
 
 def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client: "MlflowClient",
-                state: "SweepState", out_dir: Path, console: Console) -> None:
+                state: "SweepState", storage: Storage, out_dir: Path, console: Console) -> None:
     """Score every group, print and log its verdict (or report), and register its deployable policy."""
     from experiments.verdict_report import group_table, log_verdict, print_verdict
 
@@ -141,8 +163,9 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
                       f"{'; '.join(str(r.error).splitlines()[0] for r in failed[:3])}[/yellow]")
     verdicts: dict[str, Verdict] = {}
     threshold = family_threshold(len(groups))  # 0.95 for one group; stricter when many are judged at once
+    reader = CheckpointReader(storage, out_dir / "downloaded")
     for group, trials in groups.items():
-        outcome = judge_group(trials, exp, console, threshold)
+        outcome = judge_group(trials, exp, console, threshold, reader)
         named = None if group == ALL else group
         suffix = "" if named is None else f"/{named}"
         for trial, report in outcome.scored:  # each child run gets its own test-part scores
@@ -164,7 +187,7 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
         log_report(client, [r for r in (state.parent_run_id, chosen_run) if r], outcome.report,
                    out_dir / f"evaluation{suffix}", artifact_path=f"evaluation{suffix}",
                    parent_prefix=f"eval{suffix}", parent_run_id=state.parent_run_id)
-        _register(exp, outcome, client, state, chosen_run, suffix, console)
+        _register(exp, outcome, client, state, chosen_run, suffix, reader, console)
     if len(verdicts) > 1:
         table = group_table(verdicts)
         path = out_dir / "per_group.csv"
@@ -176,7 +199,7 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
 
 
 def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClient", state: "SweepState",
-              chosen_run: str | None, suffix: str, console: Console) -> None:
+              chosen_run: str | None, suffix: str, reader: CheckpointReader, console: Console) -> None:
     """Register the group's deployable policy; the parent run records which checkpoint it is."""
     from experiments.registry import register_policy, registered_name
     from experiments.tracking import git_commit
@@ -189,12 +212,12 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm, "env": env_id,
             "data": envs.data_label(env_id, chosen.env_config), "fold": str(chosen.fold), "seed": str(chosen.seed),
             "parent_run_id": state.parent_run_id, "git_commit": git_commit()}
-    uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, chosen.checkpoint.path, model_name,
-                          example_observations(env_id, chosen.env_config), tags, exp.spec.greedy)
-    client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", str(chosen.checkpoint.path))
+    uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, reader.module(chosen.checkpoint),
+                          model_name, example_observations(env_id, chosen.env_config), tags, exp.spec.greedy)
+    client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", reader.storage.display(chosen.checkpoint.path))
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
-    client.log_artifacts(state.parent_run_id, str(chosen.checkpoint.path), f"best_checkpoint{suffix}")
+    client.log_artifacts(state.parent_run_id, str(reader.whole(chosen.checkpoint)), f"best_checkpoint{suffix}")
     console.print(escape(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
                          f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
                          f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})"))

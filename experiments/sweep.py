@@ -10,7 +10,6 @@ import math
 import os
 import signal
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable
 
 from ray import tune
@@ -22,6 +21,7 @@ from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
 from experiments.rllib_config import build_config, trainable
 from experiments.search_space import candidate_values, to_domains
+from experiments.storage import Storage
 
 _SENTINEL = "__search__:"
 
@@ -125,11 +125,14 @@ def scheduler(exp: ExperimentConfig) -> Any:
                          reduction_factor=settings.reduction_factor)
 
 
-def run_config(exp: ExperimentConfig, tune_dir: Path, callbacks: list[Any]) -> RunConfig:
+def run_config(exp: ExperimentConfig, storage: Storage, tune_dir: str, callbacks: list[Any]) -> RunConfig:
+    """Tune writes results and checkpoints to `tune_dir` in `storage` (on S3 when the sweep spans nodes)."""
     checkpoint = exp.tune.checkpoint
+    parent, name = tune_dir.rstrip("/").rsplit("/", 1)
     return RunConfig(
-        name=tune_dir.name,
-        storage_path=str(tune_dir.parent.resolve()),
+        name=name,
+        storage_path=parent,
+        storage_filesystem=storage.tune_filesystem(),
         stop=exp.tune.stop,
         callbacks=callbacks,
         verbose=0,
@@ -144,7 +147,7 @@ def run_config(exp: ExperimentConfig, tune_dir: Path, callbacks: list[Any]) -> R
     )
 
 
-def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, tune_dir: Path,
+def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, storage: Storage, tune_dir: str,
                callbacks: list[Any]) -> Tuner:
     return Tuner(
         trainable(exp),
@@ -155,7 +158,7 @@ def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, tu
             search_alg=search_algorithm(exp),
             scheduler=scheduler(exp),
         ),
-        run_config=run_config(exp, tune_dir, callbacks),
+        run_config=run_config(exp, storage, tune_dir, callbacks),
     )
 
 
@@ -183,10 +186,10 @@ def fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
     return results, interrupted or unfinished
 
 
-def restore_tuner(exp: ExperimentConfig, path: Path, params: ParamSpace) -> Tuner:
+def restore_tuner(exp: ExperimentConfig, storage: Storage, tune_dir: str, params: ParamSpace) -> Tuner:
     """Continue an interrupted sweep: finished trials are kept, unfinished and errored ones resume."""
-    return Tuner.restore(str(path), trainable=trainable(exp), param_space=params.space,
-                         resume_unfinished=True, resume_errored=True)
+    return Tuner.restore(tune_dir, trainable=trainable(exp), param_space=params.space, resume_unfinished=True,
+                         resume_errored=True, storage_filesystem=storage.tune_filesystem())
 
 
 def searched_values(config: dict[str, Any], params: ParamSpace) -> dict[str, Any]:
@@ -196,9 +199,10 @@ def searched_values(config: dict[str, Any], params: ParamSpace) -> dict[str, Any
 
 @dataclass(frozen=True)
 class ScoredCheckpoint:
-    """A trial's best kept checkpoint and the `tune.metric` value it was kept for."""
+    """A trial's best kept checkpoint (a folder in the sweep's storage) and the `tune.metric` value it was
+    kept for."""
 
-    path: Path
+    path: str
     score: float
     iteration: int
 
@@ -211,5 +215,5 @@ def best_checkpoint(result: Any, mode: str) -> ScoredCheckpoint | None:
     if not scored:
         return None
     checkpoint, metrics = pick(scored, key=lambda item: float(item[1][SELECTION_SCORE]))
-    return ScoredCheckpoint(Path(checkpoint.path), float(metrics[SELECTION_SCORE]),
+    return ScoredCheckpoint(checkpoint.path, float(metrics[SELECTION_SCORE]),
                             int(metrics.get("training_iteration", 0)))

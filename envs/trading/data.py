@@ -191,14 +191,29 @@ def save_bars(bars: pd.DataFrame, path: str | Path, symbol: str, timeframe: str,
     return path
 
 
+def is_uri(path: str | Path) -> bool:
+    """A URI such as s3://bucket/raw/BTC-USD_1h.parquet (read through pandas' pyarrow filesystems), not a path."""
+    return "://" in str(path)
+
+
 def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
-    """Load and validate a bars parquet written by `save_bars` (or any OHLCV parquet)."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: data file not found: import it with "
-                         f"python -m experiments.data import YOUR.csv --symbol SYMBOL --timeframe TF")
+    """Load and validate a bars parquet written by `save_bars` (or any OHLCV parquet), from a local path
+    or an s3:// URI (`?endpoint_override=` selects an S3-compatible store), so every node of a cluster
+    reads the same bytes."""
+    path = str(path) if is_uri(path) else Path(path)
+    hint = "import it with python -m experiments.data import YOUR.csv --symbol SYMBOL --timeframe TF"
+    if isinstance(path, Path) and not path.exists():
+        raise InputError(f"{path}: data file not found: {hint}")
     try:
         bars = pd.read_parquet(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: data file not found: {hint}, then upload it there") from None
+    except OSError as exc:
+        if isinstance(path, Path):
+            raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}): re-import it") from None
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: cannot read it ({first}): check the URI, the endpoint and the credentials "
+                         "(AWS_PROFILE, ~/.aws/credentials or an instance role)") from None
     except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}): re-import it") from None
     if "timestamp" in bars.columns:

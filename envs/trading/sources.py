@@ -15,11 +15,12 @@ if TYPE_CHECKING:
     from envs.trading.env import TradingConfig
 
 
-def bars_path(cfg: "TradingConfig") -> Path:
-    """The parquet for a file-backed config: data_path, else <data_dir>/<symbol>_<timeframe>.parquet."""
+def bars_path(cfg: "TradingConfig") -> str:
+    """The parquet for a file-backed config: data_path (a path or an s3:// URI), else
+    <data_dir>/<symbol>_<timeframe>.parquet."""
     if cfg.data_path:
-        return Path(cfg.data_path)
-    return Path(cfg.data_dir) / f"{cfg.symbol}_{cfg.timeframe or '1h'}.parquet"
+        return cfg.data_path
+    return str(Path(cfg.data_dir) / f"{cfg.symbol}_{cfg.timeframe or '1h'}.parquet")
 
 
 # synthetic_model -> generator(symbol, timeframe, n_bars, seed) of SYNTHETIC bars.
@@ -35,7 +36,7 @@ def load_source_bars(cfg: "TradingConfig") -> pd.DataFrame:
         generate = SYNTHETIC_MODELS[cfg.synthetic_model]
         return generate(cfg.symbol, cfg.timeframe or "1h", cfg.synthetic_bars, cfg.synthetic_seed)
     path = bars_path(cfg)
-    if not path.exists() and not cfg.data_path:
+    if not cfg.data_path and not Path(path).exists():
         raise InputError(f"{path}: no local data for {cfg.symbol} {cfg.timeframe or '1h'}: fetch it with "
                          f"python -m experiments.data fetch {cfg.symbol} --timeframe {cfg.timeframe or '1h'} "
                          "(needs network), import a CSV export, or set source: synthetic")

@@ -188,8 +188,19 @@ def estimate(
     return PlanEstimate(num_trials, plan.max_concurrent_trials, waves, env_steps_per_trial, hours, cost)
 
 
-def check_cluster(plan: ResourcePlan, cluster_resources: Mapping[str, float]) -> None:
-    """Fail fast when one trial cannot fit in the Ray cluster (Tune would leave it PENDING forever)."""
+def check_cluster(plan: ResourcePlan, cluster_resources: Mapping[str, float],
+                  trial_resources: Mapping[str, float] | None = None) -> None:
+    """Fail fast when one trial cannot fit in the Ray cluster (Tune would leave it PENDING forever), also
+    for the custom resources an experiment pins its trials with (tune.trial_resources)."""
+    for name, amount in (trial_resources or {}).items():
+        if float(cluster_resources.get(name, 0.0)) + 1e-9 < amount:
+            declared = sorted(k for k in cluster_resources if k not in ("CPU", "GPU", "memory", "object_store_memory")
+                              and not k.startswith("node:") and not k.startswith("accelerator_type:"))
+            raise InputError(
+                f"tune.trial_resources.{name}: each trial asks for {amount:g}, the Ray cluster declares "
+                f"{float(cluster_resources.get(name, 0.0)):g} (custom resources: {', '.join(declared) or 'none'}): "
+                f"start the nodes meant for trials with ray start --resources '{{\"{name}\": N}}', or remove it"
+            )
     gpus = float(cluster_resources.get("GPU", 0.0))
     cpus = float(cluster_resources.get("CPU", 0.0))
     if plan.gpus_per_trial > gpus + 1e-9:
@@ -205,10 +216,10 @@ def check_cluster(plan: ResourcePlan, cluster_resources: Mapping[str, float]) ->
         )
 
 
-def check_live_cluster(plan: ResourcePlan) -> None:
+def check_live_cluster(plan: ResourcePlan, trial_resources: Mapping[str, float] | None = None) -> None:
     """`check_cluster` against the running Ray cluster; Ray is imported only here to keep dry runs fast."""
     import ray
 
     if not ray.is_initialized():
         raise RuntimeError("check_live_cluster needs ray.init() first")
-    check_cluster(plan, ray.cluster_resources())
+    check_cluster(plan, ray.cluster_resources(), trial_resources)

@@ -6,19 +6,13 @@ run and checks its out-of-sample `eval/*` metrics. Screenshots go to the test's 
 """
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_notebook import smoke_store
+from tests.servers import mlflow_server as mlflow_server_on
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -36,27 +30,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 WAIT_S = 90
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"mlflow server not ready after {timeout} s:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     return smoke_store(tmp_path_factory)
@@ -66,28 +39,8 @@ def store(tmp_path_factory):
 def mlflow_server(store, tmp_path):
     """Base URL of `mlflow server` on the smoke store; the server's process group is always stopped."""
     uri, _, _ = store
-    port = _free_port()
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    log = tmp_path / "mlflow_server.log"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    with open(log, "w") as log_file:
-        proc = subprocess.Popen(
-            [str(mlflow_cli) if mlflow_cli.exists() else "mlflow", "server", "--backend-store-uri", uri,
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc, log)
+    with mlflow_server_on(uri, tmp_path / "mlflow_server.log") as url:
         yield url
-    finally:  # the server forks a uvicorn worker: stop the whole group
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture

@@ -1,0 +1,232 @@
+"""Where a sweep keeps what must outlive one process and one machine: Tune's results and checkpoints, and
+the resume file. A local folder (the default: `--output`) or `s3://bucket/prefix` on AWS S3 or an
+S3-compatible store (MinIO, Ceph, R2), through pyarrow's filesystems.
+
+On a cluster the storage must be shared: a trial on another node writes its checkpoints there, the driver
+scores and registers them from there, and a retried trial restores from there.
+
+Credentials are never part of a URI (it is printed, logged to MLflow and written to the resolved experiment):
+pyarrow takes them from the standard AWS chain on every node (AWS_PROFILE and ~/.aws/credentials, the
+AWS_* variables, an instance role). The endpoint of an S3-compatible store comes from `?endpoint_override=`
+in the URI, else from the AWS SDK's AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (which pyarrow itself ignores),
+and is written into the URI we hand on, so every node talks to the same store.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import pyarrow.fs as pafs
+
+from envs.errors import InputError
+
+STORAGE_ENV = "RLPLATFORM_STORAGE"
+ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+URI_OPTIONS = ("endpoint_override", "region")  # what an s3:// URI may carry after '?'
+CREDENTIAL_WORDS = ("key", "secret", "token", "password", "session")
+# A reachability check answers within seconds: one attempt, short timeouts (Tune's own filesystem keeps
+# pyarrow's defaults, which retry).
+CHECK_TIMEOUTS = {"connect_timeout": 3.0, "request_timeout": 10.0}
+
+
+# The AWS variables Tune copies into every trial's runtime environment (ray.tune.execution.class_cache), which
+# Ray's runtime-env agent then writes in plain text to its session log.
+SECRET_ENVS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+
+
+def warn_environment_credentials(environ: Mapping[str, str], warn: Callable[[str], None]) -> None:
+    """Say once per run that AWS credentials in environment variables end up in Ray's session logs."""
+    found = [name for name in SECRET_ENVS if environ.get(name)]
+    if found:
+        warn(f"[yellow]warning: {', '.join(found)} set in the environment: Ray Tune copies it into every trial's "
+             "runtime environment and Ray writes that in plain text to its session log (runtime_env_agent.log, "
+             "readable from the dashboard's Logs page). Prefer ~/.aws/credentials with AWS_PROFILE, or an instance "
+             "role (docs/storage.md)[/yellow]")
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith("s3://")
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """An s3:// URI taken apart: bucket, key prefix and the options that choose the store."""
+
+    bucket: str
+    key: str
+    options: dict[str, str]
+
+    @property
+    def uri(self) -> str:
+        path = f"s3://{self.bucket}/{self.key}".rstrip("/")
+        return f"{path}?{urlencode(self.options, safe=':/')}" if self.options else path
+
+    def filesystem(self, check: bool = False) -> pafs.S3FileSystem:
+        kwargs: dict[str, Any] = {}
+        endpoint = self.options.get("endpoint_override")
+        if endpoint:
+            kwargs["endpoint_override"] = endpoint
+            kwargs["scheme"] = "http" if endpoint.startswith("http://") else "https"
+        if self.options.get("region"):
+            kwargs["region"] = self.options["region"]
+        if check:
+            kwargs.update(CHECK_TIMEOUTS, retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1))
+        return pafs.S3FileSystem(**kwargs)
+
+
+def parse_s3(uri: str, where: str, environ: Mapping[str, str] = os.environ) -> S3Location:
+    """`uri` checked (no credentials, known options) with the endpoint from the environment made explicit."""
+    parts = urlsplit(uri)
+    if parts.username or parts.password or "@" in parts.netloc:
+        raise InputError(f"{where}: {parts.scheme}://…@{parts.hostname}: credentials do not belong in a storage URI "
+                         "(it is printed and logged): use ~/.aws/credentials (AWS_PROFILE), an instance role, or "
+                         "the AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY variables")
+    if not parts.netloc:
+        raise InputError(f"{where}: {uri!r} names no bucket: write s3://BUCKET/PREFIX")
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for name in options:
+        if any(word in name.lower() for word in CREDENTIAL_WORDS):
+            raise InputError(f"{where}: '{name}' in the URI: credentials do not belong in a storage URI (it is "
+                             "printed and logged): use ~/.aws/credentials (AWS_PROFILE) or an instance role")
+        if name not in URI_OPTIONS:
+            raise InputError(f"{where}: unknown option '{name}' in {parts.scheme}://{parts.netloc}{parts.path}: "
+                             f"an s3:// URI takes {', '.join(URI_OPTIONS)}")
+    if "endpoint_override" not in options:
+        endpoint = next((environ[name] for name in ENDPOINT_ENVS if environ.get(name)), None)
+        if endpoint:
+            options["endpoint_override"] = endpoint
+    return S3Location(parts.netloc, parts.path.strip("/"), options)
+
+
+def with_explicit_endpoint(uri: str, where: str, environ: Mapping[str, str] = os.environ) -> str:
+    """An s3:// URI (e.g. a data file) checked, with the environment's endpoint written in; others unchanged."""
+    return parse_s3(uri, where, environ).uri if is_s3(uri) else uri
+
+
+def explicit_endpoints(env_config: dict[str, Any], where: str, environ: Mapping[str, str] = os.environ) -> None:
+    """Every s3:// value of an env config (e.g. a data_path) checked and given the environment's endpoint,
+    in place: the env reads it on whatever node its trial runs, where that environment may differ."""
+    for key, value in env_config.items():
+        if isinstance(value, str) and is_s3(value):
+            env_config[key] = with_explicit_endpoint(value, f"{where}.{key}", environ)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """A storage root: `root` is a path inside `filesystem` (a local absolute path, or bucket/prefix)."""
+
+    uri: str
+    filesystem: pafs.FileSystem
+    root: str
+    source: str  # which setting chose it, for messages: --storage, the file's storage:, RLPLATFORM_STORAGE, --output
+    location: S3Location | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.location is None
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def display(self, path: str) -> str:
+        """How a path inside the storage is shown and tagged: a local path, or s3://bucket/key."""
+        return path if self.is_local else f"s3://{path}"
+
+    def tune_filesystem(self) -> pafs.FileSystem | None:
+        """What Tune's RunConfig gets as storage_filesystem (None: a local folder, Tune's own default)."""
+        return None if self.is_local else self.filesystem
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write a small file whole: readers see the old or the new content, never half of it."""
+        if self.is_local:
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False, suffix=".tmp") as tmp:
+                tmp.write(text)
+            os.replace(tmp.name, target)
+            return
+        with self.filesystem.open_output_stream(path) as stream:  # one PUT: atomic on S3
+            stream.write(text.encode())
+
+    def read_text(self, path: str) -> str | None:
+        if self.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
+            return None
+        with self.filesystem.open_input_stream(path) as stream:
+            return stream.read().decode()
+
+    def local_copy(self, path: str, cache: Path) -> Path:
+        """A folder of the storage as a local folder: itself when local, else downloaded once under `cache`."""
+        if self.is_local:
+            return Path(path)
+        target = cache / path.removeprefix(self.root).strip("/")
+        if not target.exists():
+            partial = target.with_name(target.name + f".partial-{uuid.uuid4().hex[:8]}")
+            partial.mkdir(parents=True)
+            pafs.copy_files(path, str(partial), source_filesystem=self.filesystem,
+                            destination_filesystem=pafs.LocalFileSystem())
+            partial.rename(target)
+        return target
+
+
+def resolve_storage(cli: str | None, in_file: str | None, output: Path, where: str,
+                    environ: Mapping[str, str] = os.environ) -> Storage:
+    """The storage of a run: --storage, else `storage:` in the experiment file, else RLPLATFORM_STORAGE,
+    else the local --output folder."""
+    if cli:
+        uri, source = cli, "--storage"
+    elif in_file:
+        uri, source = in_file, f"{where}: storage"
+    elif environ.get(STORAGE_ENV):
+        uri, source = environ[STORAGE_ENV], STORAGE_ENV
+    else:
+        uri, source = str(output), "--output"
+    if is_s3(uri):
+        location = parse_s3(uri, source, environ)
+        return Storage(location.uri, location.filesystem(), f"{location.bucket}/{location.key}".rstrip("/"), source,
+                       location)
+    if "://" in uri and not uri.startswith("file://"):
+        raise InputError(f"{source}: {uri.split('://')[0]}:// storage is not supported: use a local folder or "
+                         "s3://BUCKET/PREFIX (any S3-compatible store, with ?endpoint_override=http://HOST:PORT)")
+    local = Path(uri.removeprefix("file://")).expanduser().resolve()
+    return Storage(str(local), pafs.LocalFileSystem(), str(local), source)
+
+
+def check_storage(storage: Storage) -> None:
+    """Fail with one line, before any trial starts, when the storage cannot be written: unreachable
+    endpoint, missing bucket, refused credentials. A probe object is written and deleted again."""
+    if storage.is_local:
+        return
+    location = storage.location
+    where = f"{storage.source} {storage.uri}"
+    filesystem = location.filesystem(check=True)
+    probe = storage.path(f".rlplatform-write-check-{uuid.uuid4().hex[:12]}")
+    try:
+        if filesystem.get_file_info(location.bucket).type == pafs.FileType.NotFound:
+            raise InputError(f"{where}: bucket '{location.bucket}' does not exist: create it (aws s3 mb "
+                             f"s3://{location.bucket}) or fix the name")
+        with filesystem.open_output_stream(probe) as stream:
+            stream.write(b"ok")
+        filesystem.delete_file(probe)
+    except OSError as error:
+        raise InputError(f"{where}: {describe_s3_error(error, location)}") from None
+
+
+def describe_s3_error(error: OSError, location: S3Location) -> str:
+    """One line for an S3 failure, with the fix (pyarrow's message names the AWS error code)."""
+    text = str(error)
+    endpoint = location.options.get("endpoint_override", "AWS S3")
+    if "NETWORK_CONNECTION" in text or "curlCode" in text:
+        return (f"cannot reach {endpoint}: check the endpoint (?endpoint_override= or AWS_ENDPOINT_URL_S3) and "
+                "that the store is running")
+    if "ACCESS_DENIED" in text or "INVALID_ACCESS_KEY" in text or "SIGNATURE" in text.upper() or "403" in text:
+        return (f"access denied to bucket '{location.bucket}': check the credentials (AWS_PROFILE, "
+                "~/.aws/credentials or the instance role) and that they may write there")
+    if "NO_SUCH_BUCKET" in text:
+        return f"bucket '{location.bucket}' does not exist: create it or fix the name"
+    return f"S3 error: {text.splitlines()[0][:200]}"
+
