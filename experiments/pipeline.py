@@ -104,8 +104,8 @@ def print_dashboard(url: str | None, console: Console) -> None:
 
     console.print(f"Ray dashboard: http://{url}", markup=False, highlight=False)
     if is_token_auth_enabled():
-        console.print(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints "
-                      "(README: The Ray dashboard)", markup=False, highlight=False)
+        console.print(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints",
+                      markup=False, highlight=False)
 
 
 def _silence_rllib_import_noise() -> None:
