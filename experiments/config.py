@@ -13,6 +13,7 @@ import functools
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr, ValidationError, create_model, field_validator, model_validator
 
@@ -217,11 +218,21 @@ class ExperimentConfig(Section):
         return self.tune.num_samples * grid * len(self.tune.seeds)
 
     def tracking_uri(self) -> str:
+        """tracking.tracking_uri, else MLFLOW_TRACKING_URI, else ./mlruns; never one with credentials in it: the
+        URI is printed, saved in the resume file and logged (MLflow reads MLFLOW_TRACKING_USERNAME/PASSWORD
+        or ~/.mlflow/credentials instead)."""
         if self.tracking.tracking_uri:
-            return self.tracking.tracking_uri
-        if os.environ.get("MLFLOW_TRACKING_URI"):
-            return os.environ["MLFLOW_TRACKING_URI"]
-        return f"sqlite:///{Path('mlruns').resolve() / 'mlflow.db'}"
+            uri, source = self.tracking.tracking_uri, "tracking.tracking_uri"
+        elif os.environ.get("MLFLOW_TRACKING_URI"):
+            uri, source = os.environ["MLFLOW_TRACKING_URI"], "MLFLOW_TRACKING_URI"
+        else:
+            return f"sqlite:///{Path('mlruns').resolve() / 'mlflow.db'}"
+        parts = urlsplit(uri)
+        if parts.scheme in ("http", "https") and (parts.username or parts.password):
+            raise InputError(f"{source}: {parts.scheme}://…@{parts.hostname}: credentials do not belong in the "
+                             "tracking URI (it is printed and saved): set MLFLOW_TRACKING_USERNAME and "
+                             "MLFLOW_TRACKING_PASSWORD, or use ~/.mlflow/credentials")
+        return uri
 
 
 @functools.cache

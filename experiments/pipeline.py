@@ -69,6 +69,14 @@ class SweepState:
         return cls(**json.loads(text))
 
 
+def run_user() -> str:
+    """Who the runs belong to in MLflow's UI: the tracking server's login, else MLflow's own guess (the OS
+    user), as `mlflow.start_run` would tag it."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get("mlflow.user", "unknown")
+
+
 def resume_flags(args: argparse.Namespace) -> str:
     """The flags that find an interrupted sweep's storage again."""
     flags = "" if args.output == Path("runs") else f" --output {args.output}"
@@ -160,7 +168,7 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     warn_environment_credentials(os.environ, console.print)
     started_ray = start_ray(ray_target, args, console)
     env_id = exp.environment.env
-    tags = {"git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id, "algorithm": exp.algorithm,
+    tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id, "algorithm": exp.algorithm,
             **envs.run_tags(env_id, exp.environment.env_config), "smoke_test": str(args.smoke_test)}
     status = FAILED
     state: SweepState | None = previous

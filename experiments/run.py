@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         exp = load(args)
+        exp.tracking_uri()  # a URI with credentials in it is refused before anything prints or saves it
         storage = resolve_storage(args.storage, exp.storage, args.output, str(args.conf))
         check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
         ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())

@@ -60,3 +60,16 @@ def test_credentials_in_environment_variables_are_warned_about_once_by_name():
     said.clear()
     warn_environment_credentials({"AWS_PROFILE": "team"}, said.append)
     assert said == []
+
+
+def test_a_tracking_uri_with_credentials_is_refused_without_echoing_them(monkeypatch):
+    from experiments.config import load_experiment
+    from tests.conftest import REPO
+
+    exp = load_experiment(REPO / "conf" / "dqn_btc.yaml")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice:topsecret@127.0.0.1:5000")
+    with pytest.raises(InputError) as error:
+        exp.tracking_uri()
+    assert "MLFLOW_TRACKING_USERNAME" in str(error.value) and "topsecret" not in str(error.value)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert exp.tracking_uri() == "http://127.0.0.1:5000"
