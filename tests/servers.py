@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -61,10 +62,11 @@ class S3Server:
 
         iam = boto3.client("iam", endpoint_url=self.endpoint, region_name="us-east-1",
                            aws_access_key_id="testing", aws_secret_access_key="testing")
-        iam.create_user(UserName="platform")
-        iam.put_user_policy(UserName="platform", PolicyName="all", PolicyDocument=json.dumps(
+        user = f"platform-{uuid.uuid4().hex[:8]}"  # moto's IAM state outlives a server within one process
+        iam.create_user(UserName=user)
+        iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=json.dumps(
             {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-        key = iam.create_access_key(UserName="platform")["AccessKey"]
+        key = iam.create_access_key(UserName=user)["AccessKey"]
         self.key, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
         self._checked_requests_after(0)
         return self.key, self.secret

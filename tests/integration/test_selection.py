@@ -57,10 +57,12 @@ def _kept_values(result) -> list[float]:
 def _fit(trainable, tmp_path: Path, score_attribute: str):
     from ray.tune import Tuner
 
+    from experiments.storage import resolve_storage
     from experiments.sweep import run_config
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["tune.checkpoint={frequency: 1, num_to_keep: 2}"])
-    config = run_config(exp, tmp_path / "tune" / "curve", [])
+    storage = resolve_storage(None, None, tmp_path, "test", {})
+    config = run_config(exp, storage, storage.path("tune", "curve"), [])
     config.stop = None
     config.checkpoint_config.checkpoint_score_attribute = score_attribute
     return Tuner(trainable, run_config=config).fit()[0]
