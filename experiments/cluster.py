@@ -42,6 +42,11 @@ def leftover_address_file() -> Path:
     return Path(get_ray_address_file(None))
 
 
+def recorded_address(leftover: Path) -> str:
+    """The address `ray start` recorded in `leftover`, or "" when there is none."""
+    return leftover.read_text().strip() if leftover.exists() else ""
+
+
 def unreachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
     """Why nothing answers at `host:port` (a GCS or Ray Client port), or None when something does."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -70,7 +75,7 @@ def resolve_ray_target(cli_address: str | None, environ: Mapping[str, str], left
         raise InputError(f"{source} {address}: that is a dashboard or job-submission URL: pass the cluster's "
                          "address as HOST:PORT (the GCS port `ray start --head` prints, 6379 by default)")
     if address == AUTO:
-        recorded = leftover.read_text().strip() if leftover.exists() else ""
+        recorded = recorded_address(leftover)
         if not recorded:
             raise InputError(f"{source} auto: no Ray cluster was started on this machine with `ray start` "
                              f"(no {leftover}): {START_HINT}")
@@ -86,7 +91,7 @@ def resolve_ray_target(cli_address: str | None, environ: Mapping[str, str], left
 
 
 def _default_target(leftover: Path) -> RayTarget:
-    recorded = leftover.read_text().strip() if leftover.exists() else ""
+    recorded = recorded_address(leftover)
     if not recorded:
         return RayTarget(LOCAL)
     if unreachable(recorded, timeout=1.0):

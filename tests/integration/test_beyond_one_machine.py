@@ -55,7 +55,7 @@ def cluster(s3):
                       RAY_USAGE_STATS_ENABLED="0", **LOOPBACK_ONLY)
     # Ray turns 127.0.0.1 into the machine's interface address when it connects ("remotely reachable"); off
     # clusters mode it keeps loopback. Nodes and the driver read the variable, this process the constant.
-    monkeypatch_cluster_mode = ray_constants.ENABLE_RAY_CLUSTER
+    cluster_mode_before = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     dashboard = f"{LOOPBACK}:{free_port()}"  # the state API (which actor runs on which node) asks the dashboard
     nodes = Cluster(initialize_head=True, head_node_args={
@@ -67,7 +67,7 @@ def cluster(s3):
         yield nodes, workers, f"http://{dashboard}"
     finally:
         nodes.shutdown()
-        ray_constants.ENABLE_RAY_CLUSTER = monkeypatch_cluster_mode
+        ray_constants.ENABLE_RAY_CLUSTER = cluster_mode_before
         os.environ.clear()
         os.environ.update(saved)
 
