@@ -23,10 +23,12 @@ import envs
 from envs.errors import InputError
 from experiments.cluster import LOCAL, RayTarget
 from experiments.config import ExperimentConfig
-from experiments.hardware import HardwarePreset, ResourcePlan, check_live_cluster
+from experiments.hardware import ResourcePlan, check_live_cluster
+from experiments.preflight import Checked
+from experiments.run_status import StatusFile
 from experiments.shell import python_command, tool_command
 from experiments.storage import Storage, warn_environment_credentials
-from experiments.sweep import ParamSpace, fit, make_tuner, restore_tuner
+from experiments.sweep import fit, make_tuner, restore_tuner
 from experiments.tracking import (
     MlflowTrialCallback,
     close_open_children,
@@ -151,15 +153,18 @@ def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str
     return parent.info.run_id, out_dir
 
 
-def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: ResourcePlan, params: ParamSpace,
-                   storage: Storage, ray_target: RayTarget, args: argparse.Namespace, console: Console) -> int:
-    """Sweep `params` (the search space `experiments.sweep.check_buildable` built and RLlib validated), track it
-    in MLflow, score out of sample and register; returns the exit code."""
+def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Namespace, console: Console) -> int:
+    """Sweep the checked experiment (its search space is the one `experiments.sweep.check_buildable` built and
+    RLlib validated), track it in MLflow, score out of sample and register; returns the exit code. With
+    `--status-file` its phase, MLflow ids, trial rows and evaluation files are kept there for a parent run."""
     import ray
     import torch
 
     from experiments.progress import TrialProgress
 
+    exp, preset, plan, params, storage = checked.exp, checked.preset, checked.plan, checked.params, checked.storage
+    status_file = StatusFile(args.status_file)
+    status_file.update(phase="starting", name=exp.name)
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
     _silence_rllib_import_noise()
     previous = SweepState.load(storage, exp.name) if args.resume else None
@@ -169,7 +174,8 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
     started_ray = start_ray(ray_target, args, console)
     env_id = exp.environment.env
     tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id, "algorithm": exp.algorithm,
-            **envs.run_tags(env_id, exp.environment.env_config), "smoke_test": str(args.smoke_test)}
+            **envs.run_tags(env_id, exp.environment.env_config), "smoke_test": str(args.smoke_test),
+            **({"run_group": args.run_group} if args.run_group else {})}
     status = FAILED
     state: SweepState | None = previous
     try:
@@ -188,6 +194,8 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             if not storage.is_local:
                 console.print(f"Tune results and checkpoints: {storage.display(state.tune_dir)}", markup=False,
                               highlight=False)
+        status_file.update(phase="training", tracking_uri=tracking_uri, experiment_id=state.experiment_id,
+                           parent_run_id=state.parent_run_id)
         if previous:
             tuner = restore_tuner(exp, storage, previous.tune_dir, params)
         else:
@@ -195,7 +203,7 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
                                           _trial_params(exp, plan, params.search_keys), tags,
                                           trial_tags(envs.family(env_id).tag_keys))
             tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
-                               [tracker, TrialProgress(console, params.search_keys)])
+                               [tracker, TrialProgress(console, params.search_keys, status=status_file)])
         results, interrupted = fit(tuner)
         console.print()
         if interrupted:
@@ -205,7 +213,10 @@ def run_experiment(exp: ExperimentConfig, preset: HardwarePreset, plan: Resource
             return 130
         from experiments.scoring import score_sweep
 
+        status_file.update(phase="scoring")
         score_sweep(exp, results, params, client, state, storage, out_dir, console)
+        status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
+                           verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
         status = FINISHED
     except KeyboardInterrupt:
         status = KILLED

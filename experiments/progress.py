@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from experiments.run_status import StatusFile
 from experiments.shell import terminal_console
 
 COLUMNS = ("trial", "status", "params", "iter", "episode return", "eval return", "env steps", "steps/s")
@@ -22,8 +23,10 @@ PIPED_INTERVAL_S = 30.0
 
 
 class TrialProgress(Callback):
-    def __init__(self, console: Console, search_keys: dict[str, str], live: bool | None = None) -> None:
+    def __init__(self, console: Console, search_keys: dict[str, str], live: bool | None = None,
+                 status: StatusFile | None = None) -> None:
         self.console = console
+        self.status = status or StatusFile(None)  # a parent run's table reads the rows there
         self.search_keys = search_keys  # flattened Tune config key -> YAML dotted key
         self.is_live = console.is_terminal if live is None else live
         self.rows: dict[str, dict[str, str]] = {}
@@ -62,6 +65,7 @@ class TrialProgress(Callback):
         # The trial id (e.g. e5a84_00001) tells rows apart; Tune's full name is cut on a 120-column terminal.
         row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, "params": self._params(trial)})
         row.update({key: value for key, value in values.items() if value != ""})  # keep the last known value
+        self.status.rows(self.rows, force="status" in values)
         if self.live is not None:
             self.live.update(self._render())
         return row

@@ -1,7 +1,10 @@
 """`python -m experiments.run CONF`: validate, plan resources, sweep with Tune, track in MLflow, score out of sample.
 
-Exit codes: 0 done, 2 bad input (one readable message, no traceback), 1 a failed sweep,
-130 interrupted.
+A file that lists experiment files (`experiments:`, e.g. conf/agents.yaml) runs them side by side in one Ray
+cluster (experiments/side_by_side.py).
+
+Exit codes: 0 done, 2 bad input (one readable message, no traceback), 1 a failed sweep (or every listed
+experiment failed), 3 a partial run (some listed experiments failed, the others finished), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -9,23 +12,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
 from rich.console import Console
 from rich.markup import escape
 
-import envs
 from envs.errors import InputError
-from experiments.checks import ENV_CONFIG_PREFIX
 from experiments.cluster import leftover_address_file, resolve_ray_target
-from experiments.config import ExperimentConfig, load_experiment
-from experiments.hardware import estimate, resolve_plan, select_preset
-from experiments.protocol import FOLD_KEY, fold_indices
-from experiments.search_space import candidate_values
-from experiments.search_space import describe as describe_space
+from experiments.listing import is_listing
+from experiments.preflight import preflight
 from experiments.shell import runnable, terminal_console
-from experiments.storage import check_storage, resolve_storage
 
 LOOPBACK = "127.0.0.1"
 
@@ -54,132 +50,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=Path("runs"),
                         help="folder for evaluation files, and for Tune results unless --storage says otherwise "
                              "(default ./runs)")
+    # Set by a run of several experiments (experiments/side_by_side.py) for each experiment it starts.
+    parser.add_argument("--run-group", help="tag the MLflow runs with run_group=NAME (runs started together)")
+    parser.add_argument("--status-file", type=Path,
+                        help="keep the run's phase, MLflow ids and trial rows in this JSON file, for a parent run")
     return parser.parse_args(argv)
-
-
-# A --smoke-test run: the same pipeline, 2 trials x 2 short iterations; each algorithm adds its own budget
-# (AlgorithmSpec.smoke_overrides), e.g. DQN starts learning after 100 env steps.
-SMOKE_OVERRIDES = [
-    "tune.num_samples=2",
-    "tune.stop={training_iteration: 2}",
-    "tune.checkpoint.frequency=1",
-    "reporting.min_sample_timesteps_per_iteration=200",
-]
-
-
-def prepare_data(exp: ExperimentConfig, fetch: bool, console: Console) -> list[str]:
-    """Make the env family's data local before anything starts (e.g. fetch the coins of a sweep), or, when
-    `fetch` is off (dry run), report what is missing. Returns what is still missing."""
-    searched = {key.removeprefix(ENV_CONFIG_PREFIX): candidate_values(domain)
-                for key, domain in exp.tune.search_space.items() if key.startswith(ENV_CONFIG_PREFIX)}
-    return envs.prepare_data(exp.environment.env, exp.environment.env_config, searched, fetch, console.print)
-
-
-def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
-    """Two trials in all: a group_by grid keeps its first two values (one trial each), walk-forward folds
-    their last two, other grids become choices, and one seed is kept."""
-    group = exp.tune.group_by
-    space = {}
-    for key, domain in exp.tune.search_space.items():
-        if "grid" in domain and key == group:
-            domain = {"grid": domain["grid"][:2]}
-        elif "grid" in domain and key == FOLD_KEY:
-            domain = {"grid": domain["grid"][-2:]}  # the two most recent folds
-        elif "grid" in domain:
-            domain = {"choice": domain["grid"]}
-        space[key] = domain
-    kept_grids = (group and "grid" in space.get(group, {})) or FOLD_KEY in space
-    samples = 1 if kept_grids else exp.tune.num_samples
-    tune = exp.tune.model_copy(update={"search_space": space, "seeds": exp.tune.seeds[:1], "num_samples": samples})
-    smoke = exp.model_copy(update={"tune": tune})
-    smoke._smoke_test = True
-    return smoke
-
-
-def load(args: argparse.Namespace) -> ExperimentConfig:
-    if not args.smoke_test:
-        return load_experiment(args.conf, args.overrides)
-    spec = load_experiment(args.conf, args.overrides).spec  # the algorithm may come from --set or extends
-    return smoke_version(load_experiment(args.conf, [*SMOKE_OVERRIDES, *spec.smoke_overrides, *args.overrides]))
-
-
-def check_environment(exp: ExperimentConfig, construct: bool = True) -> list[str]:
-    """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
-    data. Returns one line per fold with its periods (for families with folds)."""
-    env_id, env_config = exp.environment.env, exp.environment.env_config
-    envs.require_registered(env_id)
-    if not construct:
-        return []
-    periods = []
-    for fold in fold_indices(exp):
-        fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
-        env = envs.make_env(env_id, fold_config)
-        envs.make_env(env_id, {**fold_config, **exp.evaluation.env_config}).close()
-        if envs.supports_folds(env_id):
-            parts = env.unwrapped.split_periods()
-            periods.append(f"fold {fold}: " + ", ".join(f"{name} {a}..{b}" for name, (a, b) in parts.items()))
-        env.close()
-    return periods
-
-
-def env_steps_per_trial(exp: ExperimentConfig) -> int:
-    stop = exp.tune.stop
-    for key in ("env_runners/num_env_steps_sampled_lifetime", "num_env_steps_sampled_lifetime"):
-        if key in stop:
-            return int(stop[key])
-    return int(stop.get("training_iteration", 10) * exp.reporting.min_sample_timesteps_per_iteration)
-
-
-def describe_learning(plan: Any, exp: ExperimentConfig) -> str:
-    """What the preset changes in how the agent learns (experiments/hardware/batch.py): usually nothing."""
-    training, fragment = exp.training, exp.env_runners.rollout_fragment_length
-    ratio = exp.spec.replay_ratio(training, fragment, plan.num_envs_per_env_runner) if fragment != "auto" else None
-    line = plan.batch_plan.describe(training.lr, ratio)
-    if plan.mixed_precision != "none":
-        line += (f"; mixed precision {plan.mixed_precision} (autocast in the learner)"
-                 if exp.spec.mixed_precision(training) else f"; mixed precision {plan.mixed_precision} NOT applied: "
-                 f"{exp.algorithm} with these settings has no autocast (docs/hardware.md)")
-    return line
-
-
-def print_plan(console: Console, exp: ExperimentConfig, args: argparse.Namespace) -> Any:
-    preset, reason = select_preset(args.hardware, os.environ, exp.hardware)
-    plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
-                        exp.training.batch_scaling)
-    console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
-                  f"({exp.num_trials()} trial(s))")
-    lines = [f"hardware preset: {preset.name} (chosen by {reason})", plan.describe(), describe_learning(plan, exp)]
-    speedup = exp.spec.speedup(exp.training)
-    lines.append(estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup).describe()
-                 + f" [estimate from the preset's declared env steps/s x {speedup:g} for {exp.algorithm} with these "
-                 "training settings]")
-    if exp.tune.search_space:
-        lines.append("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
-    if exp.pinned:
-        lines.append("pinned by --set (not searched): " + ", ".join(f"{k}={v}" for k, v in exp.pinned.items()))
-    for line in lines:
-        console.print(line, markup=False, highlight=False)
-    return preset, plan
 
 
 def main(argv: list[str] | None = None) -> int:
     console = terminal_console()
     try:
         args = parse_args(argv)
-        exp = load(args)
-        exp.tracking_uri()  # a URI with credentials in it is refused before anything prints or saves it
-        storage = resolve_storage(args.storage, exp.storage, args.output, str(args.conf))
-        check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
-        ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
-        missing = prepare_data(exp, fetch=not args.dry_run, console=console)
-        periods = check_environment(exp, construct=not missing)
-        preset, plan = print_plan(console, exp, args)
-        from experiments.sweep import check_buildable
+        if is_listing(args.conf):  # a file that lists experiment files runs them side by side
+            from experiments.side_by_side import run_listing
 
-        params = check_buildable(exp, plan, str(args.conf))  # the sweep runs exactly what was checked
-        for line in periods if len(periods) > 1 else []:
-            console.print(line)
-        console.print(f"storage: {storage.uri} ({storage.source})", markup=False, highlight=False)
+            return run_listing(args, console)
+        ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
+        checked = preflight(args.conf, args.overrides, args.smoke_test, args.storage, args.output,
+                            fetch=not args.dry_run, console=console, hardware=args.hardware)
+        exp = checked.exp
+        console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
+                      f"({exp.num_trials()} trial(s))")
+        for line in [*checked.lines, f"storage: {checked.storage.uri} ({checked.storage.source})"]:
+            console.print(line, markup=False, highlight=False)
         if args.dry_run:
             console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
             console.print("resolved experiment:")
@@ -187,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from experiments.pipeline import run_experiment
 
-        return run_experiment(exp, preset, plan, params, storage, ray_target, args, console)
+        return run_experiment(checked, ray_target, args, console)
     except InputError as error:
         print(f"error: {runnable(str(error))}", file=sys.stderr)
         return 2

@@ -154,7 +154,7 @@ def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, st
         param_space=params.space,
         tune_config=TuneConfig(
             num_samples=exp.tune.num_samples,
-            max_concurrent_trials=exp.tune.max_concurrent_trials or plan.max_concurrent_trials,
+            max_concurrent_trials=plan.max_concurrent_trials,  # the experiment's cap is in the plan
             search_alg=search_algorithm(exp),
             scheduler=scheduler(exp),
         ),

@@ -15,6 +15,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def shipped_experiments() -> list[Path]:
+    """The shipped experiment files (conf/*.yaml), without the listings of several (conf/agents.yaml)."""
+    from experiments.listing import is_listing
+
+    return [path for path in sorted((REPO / "conf").glob("*.yaml")) if not is_listing(path)]
+
+
 def random_walk_bars(
     n: int = 600, seed: int = 0, start: str = "2021-01-01", freq: str = "1h"
 ) -> pd.DataFrame:

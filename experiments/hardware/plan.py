@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from envs.errors import InputError
 from experiments.hardware.batch import BatchPlan, example_batch, plan_batch
@@ -53,6 +53,10 @@ class ResourcePlan:
         learners = max(self.num_learners, 1)
         return BatchPlan(self.experiment_batch, self.train_batch_size_per_learner * learners, learners,
                          self.lr_scale, self.lr_rule)
+
+    def with_concurrency(self, trials: int) -> "ResourcePlan":
+        """This plan running at most `trials` trials at once (an experiment's `tune.max_concurrent_trials`)."""
+        return replace(self, max_concurrent_trials=trials)
 
     def as_params(self) -> dict[str, str | int | float]:
         """Flat `hardware/<field>` params for MLflow (None becomes "none": MLflow params are strings)."""

@@ -16,8 +16,8 @@ import envs
 from algos.spec import AlgorithmSpec, TrainingBase
 from envs.errors import InputError
 from experiments.config import experiment_model, load_experiment
-from experiments.run import SMOKE_OVERRIDES
-from tests.conftest import REPO
+from experiments.preflight import SMOKE_OVERRIDES
+from tests.conftest import REPO, shipped_experiments
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -112,7 +112,7 @@ def test_every_platform_env_has_a_config_model():
 def test_reading_experiment_files_imports_no_ray():
     """Validating a file reads the algorithm table and its training sections; RLlib (and torch with it) is
     imported only to build a config, so a refused file answers without paying that import."""
-    confs = [str(path) for path in sorted((REPO / "conf").glob("*.yaml"))]
+    confs = [str(path) for path in shipped_experiments()]
     code = ("import sys\nfrom experiments.config import load_experiment\n"
             f"for conf in {confs!r}:\n    load_experiment(conf)\n"
             "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))")

@@ -12,9 +12,9 @@ import pytest
 
 from envs.errors import InputError
 from experiments.config import load_experiment
-from tests.conftest import REPO
+from tests.conftest import REPO, shipped_experiments
 
-CONFS = sorted((REPO / "conf").glob("*.yaml"))
+CONFS = shipped_experiments()
 BASE = "name: t\nenvironment: {env: CartPole-v1}\n"
 
 
