@@ -57,6 +57,9 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
     "agents/TestPrioritizationPairwise-v0": EnvFamily(
         "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
         "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),
+    "agents/TestGeneration-v0": EnvFamily(
+        "envs.agents.testgen.env:TestGenerationEnv", "envs.agents.testgen.evaluate:evaluate_policy",
+        config_model="envs.agents.testgen.config:TestGenerationConfig", data_keys=("test_programs",)),
 }
 
 for _env_id, _family in ENVIRONMENTS.items():

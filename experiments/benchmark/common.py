@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "solve": "experiments.benchmark.solve_bench:run",
     "tracking": "experiments.benchmark.tracking_bench:run",
     "cli": "experiments.benchmark.cli_bench:run",
+    "testgen": "experiments.benchmark.testgen_bench:run",
 }
 BENCH_EXTRA = 'pip install -e ".[bench]"   (stable-baselines3, gym-anytrading)'
 VERSIONED = ("numpy", "torch", "gymnasium", "ray", "mlflow", "stable-baselines3", "gym-anytrading", "pandas")

@@ -103,3 +103,13 @@ def test_cpu_machine_divides_its_cpus() -> None:
     shares = share_machine(load_preset("cpu").model_copy(update={"cpus": 8}), 3)
     assert [s.preset.cpus for s in shares] == [2, 2, 2]
     assert all(s.preset.gpu_count == 0 and s.max_trials is None for s in shares)
+
+
+def test_the_shipped_listing_puts_each_agent_on_its_own_gpu_of_workstation_3gpu(capsys) -> None:
+    code = main([str(REPO / "conf/agents.yaml"), "--dry-run", "--hardware", "workstation_3gpu",
+                 "--output", "/nonexistent-never-written"])
+    out, err = capsys.readouterr()
+    listed = yaml.safe_load((REPO / "conf/agents.yaml").read_text())["experiments"]
+    assert code == 0, err
+    assert out.count("1 GPU of its own") == len(listed) == 3
+    assert "dqn_testgen_tomllib" in out and "dqn_testprio_iofrol" in out and "dqn_btc" in out
