@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from rich.console import Console
 from rich.markup import escape
 
 from envs.errors import InputError

@@ -273,7 +273,8 @@ class _PipedReport:
                 key = (child.name, row.get("trial", ""))
                 if self.seen.get(key) != row.get("status"):
                     self.seen[key] = row.get("status", "")
-                    self._say(f"{child.name}: trial {key[1]} ({row.get('params', '')}) {row.get('status', '').lower()}")
+                    params = f" ({row['params']})" if row.get("params") else ""
+                    self._say(f"{child.name}: trial {key[1]}{params} {row.get('status', '').lower()}")
                 elif periodic and row.get("status") == "RUNNING":
                     numbers = ", ".join(f"{c} {row[c]}" for c in COLUMNS[3:] if row.get(c))
                     self._say(f"{child.name}: trial {key[1]} training: {numbers}")
