@@ -87,7 +87,7 @@ def print_report(console: Console, report: EvaluationReport) -> None:
 PERCENT_COLUMNS = frozenset({"total_return", "max_drawdown", "fees_paid", "exposure", "return_mean", "return_std"})
 # Columns that count things (a median or mean of counts may end in .5 or .75).
 COUNT_COLUMNS = frozenset({"trades", "trades_median", "agent_trades", "results", "episodes", "cycles",
-                           "cycles_with_failures", "paper_cycles", "agent_wins"})
+                           "cycles_with_failures", "paper_cycles", "agent_wins", "crashes", "agent_ahead"})
 
 
 def format_cell(column: Any, value: Any) -> str:

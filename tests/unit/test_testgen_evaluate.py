@@ -7,7 +7,15 @@ from envs import evaluator_for
 from envs.agents.testgen import atheris_peer
 from envs.agents.testgen.baselines import GreedyStrategy, RandomStrategy
 from envs.agents.testgen.env import TestGenerationEnv
-from envs.agents.testgen.evaluate import STRATEGIES, evaluate_policy, findings_frame, run_all, run_strategy
+from envs.agents.testgen.evaluate import (
+    STRATEGIES,
+    Run,
+    evaluate_policy,
+    findings_frame,
+    paired_with_agent,
+    run_all,
+    run_strategy,
+)
 from envs.agents.testgen.config import parse_config
 
 needs_atheris = pytest.mark.skipif(not atheris_peer.atheris_installed(), reason="atheris not installed")
@@ -69,3 +77,17 @@ def test_the_report_has_an_atheris_row_when_it_is_installed():
     report = evaluate_policy(always(0), {"eval_budget": 50, "eval_seeds": 1})
     assert list(report.table.index) == list(STRATEGIES) and "eval/arcs_vs_atheris" in report.agent_metrics
     assert len(report.series["atheris"]) == 51
+
+
+def test_the_paired_columns_compare_the_agent_with_each_strategy_on_the_same_seeds():
+    def run(strategy: str, seed: int, final: int) -> Run:
+        return Run(strategy, "tomllib", seed, np.array([100, final]), 0, [], 1.0)
+
+    runs = [run("agent", 0, 130), run("random", 0, 120), run("agent", 1, 110), run("random", 1, 114),
+            run("agent", 2, 150), run("random", 2, 141)]
+    paired = paired_with_agent(runs)
+    assert list(paired.index) == ["random"]
+    differences = np.array([10, -4, 9])
+    assert np.isclose(paired.loc["random", "agent_minus"], differences.mean())
+    assert np.isclose(paired.loc["random", "agent_minus_se"], differences.std(ddof=1) / np.sqrt(3))
+    assert paired.loc["random", "agent_ahead"] == 2

@@ -13,7 +13,10 @@ the same tracer. Per strategy the table reports:
 * gained: arcs beyond the seeds' own coverage (the quantity the episode return is proportional to);
 * lines: distinct lines reached, mean;
 * crashes: distinct findings over all runs (deduplicated by program, exception type and site);
-* execs_per_s: executions per second, mean (the environment's rate includes the scheduler's choice).
+* execs_per_s: executions per second, mean (the environment's rate includes the scheduler's choice);
+* agent_minus, agent_minus_se, agent_ahead: the agent's final arcs minus this strategy's on the same program
+  and seed (paired: the same starting corpus), its mean and standard error, and on how many (program,
+  seed) pairs the agent covered more.
 
 `series` is the mean coverage after each execution (index 0: after the seeds). The agent's headline
 numbers are `eval/arcs` and `eval/arcs_vs_<baseline>` = the agent's mean final arcs minus the baseline's.
@@ -122,6 +125,7 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
     strategies = [s for s in STRATEGIES if any(run.strategy == s for run in runs)]
     table = pd.DataFrame([_summary([run for run in runs if run.strategy == s], findings) for s in strategies],
                          index=pd.Index(strategies, name="strategy"))
+    table = table.join(paired_with_agent(runs))
     series = pd.DataFrame({s: np.mean([run.curve for run in runs if run.strategy == s], axis=0)
                            for s in strategies})
     series.index.name = "executions"
@@ -147,6 +151,24 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
         series_label="arcs covered vs executions",
         notes=notes,
     )
+
+
+def paired_with_agent(runs: list[Run]) -> pd.DataFrame:
+    """Per strategy, the agent's final arcs minus its own on the same (program, seed): the same seed gives
+    every strategy the same starting input and corpus, so the paired difference resolves gaps smaller than
+    the seed-to-seed spread. Columns: agent_minus (mean), agent_minus_se (its standard error; NaN for one
+    pair), agent_ahead (pairs the agent covered more in); NaN in the agent's own row."""
+    finals = {(run.strategy, run.program, run.seed): float(run.curve[-1]) for run in runs}
+    rows = {}
+    for strategy in dict.fromkeys(run.strategy for run in runs):
+        if strategy == "agent":
+            continue
+        differences = np.array([finals[("agent", program, seed)] - final
+                                for (name, program, seed), final in finals.items() if name == strategy])
+        standard_error = differences.std(ddof=1) / np.sqrt(differences.size) if differences.size > 1 else np.nan
+        rows[strategy] = {"agent_minus": differences.mean(), "agent_minus_se": standard_error,
+                          "agent_ahead": int((differences > 0).sum())}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["agent_minus", "agent_minus_se", "agent_ahead"])
 
 
 def _summary(runs: list[Run], findings: pd.DataFrame) -> dict[str, float]:
