@@ -36,7 +36,7 @@ from rich.table import Table
 
 from envs.errors import InputError
 from experiments.cluster import leftover_address_file, resolve_ray_target
-from experiments.hardware import select_preset
+from experiments.hardware import HardwarePreset, select_preset
 from experiments.listing import Listing, read_listing
 from experiments.placement import Share, share_machine
 from experiments.preflight import Checked, load, preflight
@@ -99,10 +99,10 @@ def concurrency_override(conf: Path, overrides: list[str], smoke_test: bool, sha
     return [] if own is not None and own <= share.max_trials else [f"tune.max_concurrent_trials={share.max_trials}"]
 
 
-def check_all(listing: Listing, args: argparse.Namespace, console: Console) -> list[Child]:
-    """Every listed experiment checked with its share of the machine; names must differ (they name the storage
-    folders and MLflow experiments)."""
-    preset, reason = select_preset(args.hardware, os.environ, listing.hardware)
+def check_all(listing: Listing, preset: HardwarePreset, reason: str, args: argparse.Namespace,
+              console: Console) -> list[Child]:
+    """Every listed experiment checked with its share of `preset`'s machine; names must differ (they name the
+    storage folders and MLflow experiments)."""
     shares = share_machine(preset, len(listing.entries))
     children, seen = [], {}
     for index, (entry, share) in enumerate(zip(listing.entries, shares)):
@@ -141,8 +141,8 @@ def run_listing(args: argparse.Namespace, console: Console) -> int:
     refuse_single_run_flags(args)
     listing = read_listing(args.conf)
     ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
-    children = check_all(listing, args, console)
-    preset, _ = select_preset(args.hardware, os.environ, listing.hardware)
+    preset, reason = select_preset(args.hardware, os.environ, listing.hardware)
+    children = check_all(listing, preset, reason, args, console)
     print_placement(console, listing, children, preset.name, preset.price_per_hour_usd)
     if args.dry_run:
         for child in children:
