@@ -56,13 +56,13 @@ class Entry:
 
     path: Path
     overrides: tuple[str, ...]
-    listed_in: Path
 
 
 @dataclass(frozen=True)
 class Listing:
+    """What a run of several experiments needs from the file: its name, its machine and its experiments."""
+
     name: str
-    description: str
     hardware: str | None
     entries: list[Entry]
 
@@ -95,5 +95,5 @@ def read_listing(path: Path, chain: tuple[Path, ...] = ()) -> Listing:
                                  "put the overrides on its own entries")
             entries += read_listing(target, (*chain, here)).entries
         else:
-            entries.append(Entry(target, tuple(item.set), here))
-    return Listing(listing.name, listing.description, listing.hardware, entries)
+            entries.append(Entry(target, tuple(item.set)))
+    return Listing(listing.name, listing.hardware, entries)

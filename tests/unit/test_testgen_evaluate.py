@@ -91,3 +91,17 @@ def test_the_paired_columns_compare_the_agent_with_each_strategy_on_the_same_see
     assert np.isclose(paired.loc["random", "agent_minus"], differences.mean())
     assert np.isclose(paired.loc["random", "agent_minus_se"], differences.std(ddof=1) / np.sqrt(3))
     assert paired.loc["random", "agent_ahead"] == 2
+
+
+def test_a_second_checkpoint_with_the_same_config_reuses_the_baseline_runs(monkeypatch):
+    """A sweep scores every trial's checkpoint with one env_config: the baselines run once per process."""
+    monkeypatch.setattr(atheris_peer, "atheris_installed", lambda: False)
+    config = parse_config({"eval_budget": 40, "eval_seeds": 2, "seed": 7})
+    first, _ = run_all(always(0), config)
+    second, _ = run_all(always(5), config)
+    def split(runs):
+        return [r for r in runs if r.strategy == "agent"], [r for r in runs if r.strategy != "agent"]
+
+    (agent_first, baseline_first), (agent_second, baseline_second) = split(first), split(second)
+    assert len(baseline_first) == 4 and all(a is b for a, b in zip(baseline_first, baseline_second, strict=True))
+    assert len(agent_second) == 2 and all(a is not b for a, b in zip(agent_first, agent_second, strict=True))

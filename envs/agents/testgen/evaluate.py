@@ -23,6 +23,7 @@ numbers are `eval/arcs` and `eval/arcs_vs_<baseline>` = the agent's mean final a
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -85,22 +86,39 @@ def run_strategy(env: TestGenerationEnv, strategy: Strategy, name: str, seed: in
 
 def run_all(policy: Policy, config: TestGenerationConfig) -> tuple[list[Run], list[str]]:
     """Every strategy on every test program and eval seed; notes on what could not run."""
-    env = TestGenerationEnv({**config.model_dump(), "split": "test", "budget": config.eval_budget})
+    env = _scoring_env(config)
     with_atheris = atheris_peer.atheris_installed()
+    agent = [run_strategy(env, PolicyStrategy(policy), name, seed, "agent") for name, seed in _cases(config)]
+    notes = [] if with_atheris else [atheris_peer.NOT_INSTALLED]
+    return [*agent, *_baseline_runs(config.model_dump_json(), with_atheris)], notes
+
+
+@functools.cache
+def _baseline_runs(config_json: str, with_atheris: bool) -> tuple[Run, ...]:
+    """random, greedy and Atheris on every test program and eval seed. They do not depend on the policy, so a
+    process runs them once per configuration: a sweep scores every trial's checkpoint with the same
+    env_config, and without this each trial would pay for the baselines again (Atheris alone is about
+    1.5 s per seed)."""
+    config = TestGenerationConfig.model_validate_json(config_json)
+    env = _scoring_env(config)
     runs: list[Run] = []
-    for name in config.test_programs:
-        for seed in range(config.seed, config.seed + config.eval_seeds):
-            strategies: dict[str, Strategy] = {
-                "agent": PolicyStrategy(policy),
-                "random": RandomStrategy(env.action_space.n, seed),
-                "greedy": GreedyStrategy(env.action_space.n, seed),
-            }
-            runs += [run_strategy(env, strategy, name, seed, label) for label, strategy in strategies.items()]
-            if with_atheris:
-                peer = atheris_peer.run_atheris(name, config.eval_budget, seed, config.max_input_bytes)
-                runs.append(Run("atheris", name, seed, peer.curve, peer.lines, peer.findings,
-                                peer.execs_per_s))
-    return runs, ([] if with_atheris else [atheris_peer.NOT_INSTALLED])
+    for name, seed in _cases(config):
+        runs += [run_strategy(env, RandomStrategy(env.action_space.n, seed), name, seed, "random"),
+                 run_strategy(env, GreedyStrategy(env.action_space.n, seed), name, seed, "greedy")]
+        if with_atheris:
+            peer = atheris_peer.run_atheris(name, config.eval_budget, seed, config.max_input_bytes)
+            runs.append(Run("atheris", name, seed, peer.curve, peer.lines, peer.findings, peer.execs_per_s))
+    return tuple(runs)
+
+
+def _scoring_env(config: TestGenerationConfig) -> TestGenerationEnv:
+    return TestGenerationEnv({**config.model_dump(), "split": "test", "budget": config.eval_budget})
+
+
+def _cases(config: TestGenerationConfig) -> list[tuple[str, int]]:
+    """(test program, seed) of every scored run."""
+    return [(name, seed) for name in config.test_programs
+            for seed in range(config.seed, config.seed + config.eval_seeds)]
 
 
 def findings_frame(runs: list[Run]) -> pd.DataFrame:
