@@ -42,6 +42,15 @@ class EnvFamily:
     timeframe_key: str | None = None  # env_config key of the bar interval; hardware presets size batches by it
     tag_keys: tuple[str, ...] = ()    # env_config keys that tag the MLflow runs (each trial its own value)
     data_keys: tuple[str, ...] = ()   # env_config keys that choose the data (a --set of one renames the model)
+    # env_config key that receives the run's feature store (its storage root + features/), where computed
+    # features are cached by content and shared by every trial; None: the family caches nothing.
+    store_key: str | None = None
+    # env_config keys (besides *_path and *_dir), at any depth, whose values are files: relative ones resolve
+    # against the experiment file's folder (e.g. the trading family's asset: and series: feature blocks).
+    path_keys: tuple[str, ...] = ()
+    # "module:function(policy, env_config) -> DataFrame" of each feature's importance on the validation part (its
+    # return's drop when the feature is permuted), or None: the family does not say which inputs matter.
+    importance: str | None = None
 
 
 _TESTPRIO_CONFIG = "envs.agents.testprio.config:PrioritizationConfig"
@@ -50,7 +59,8 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         "envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy", folds=True,
         vector_entry_point="envs.trading.vector_env:SpotTradingVectorEnv", config_model="envs.trading.env:TradingConfig",
         prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
-        data_keys=("data_path", "symbol", "source", "synthetic_model")),
+        data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
+        path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance"),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),
@@ -109,6 +119,12 @@ def evaluator_for(env_id: str) -> Callable[[Policy, dict[str, Any]], EvaluationR
     return _load(entry.scorer) if entry else None
 
 
+def importance_for(env_id: str) -> Callable[[Policy, dict[str, Any]], Any] | None:
+    """The family's feature-importance function (validation data only), or None."""
+    hook = family(env_id).importance
+    return _load(hook) if hook else None
+
+
 def supports_folds(env_id: str) -> bool:
     """Whether `env_id` runs walk-forward folds and reports returns for a verdict."""
     entry = ENVIRONMENTS.get(env_id)
@@ -146,6 +162,20 @@ def data_label(env_id: str, env_config: dict[str, Any]) -> str:
     return next((str(env_config[key]) for key in family(env_id).data_keys if env_config.get(key) is not None), env_id)
 
 
+def attach_store(env_id: str, env_config: dict[str, Any], uri: str) -> None:
+    """Give the env config the run's feature store (`uri`), for families that cache features (`store_key`), unless
+    the file names one."""
+    key = family(env_id).store_key
+    if key and not env_config.get(key):
+        env_config[key] = uri
+
+
+def plan_lines(env: gym.Env) -> list[str]:
+    """What an env says about itself for the plan (e.g. its features and their warm-ups), if it says anything."""
+    describe = getattr(env.unwrapped, "plan_lines", None)
+    return list(describe()) if callable(describe) else []
+
+
 def prepare_data(env_id: str, env_config: dict[str, Any], searched: dict[str, list[Any]], fetch: bool,
                  log: Callable[[str], None]) -> list[str]:
     """Make the data a run needs local (the family's `prepare`); returns what is still missing."""
@@ -153,6 +183,6 @@ def prepare_data(env_id: str, env_config: dict[str, Any], searched: dict[str, li
     return _load(hook)(env_config, searched, fetch, log) if hook else []
 
 
-__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "check_env_config", "data_label", "evaluator_for",
-           "family", "has_vector_env", "make_env", "make_vector_env", "prepare_data", "require_registered", "run_tags",
-           "supports_folds", "timeframe_of"]
+__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "attach_store", "check_env_config",
+           "data_label", "evaluator_for", "family", "has_vector_env", "importance_for", "make_env", "make_vector_env", "plan_lines",
+           "prepare_data", "require_registered", "run_tags", "supports_folds", "timeframe_of"]

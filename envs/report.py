@@ -36,3 +36,8 @@ class EvaluationReport:
     returns: pd.DataFrame | None = None
     # How many of those periods make a year (the family knows its calendar): annualizes the verdict's Sharpe.
     periods_per_year: float | None = None
+    # What the scores were measured on, for the trials ledger (experiments.trials_ledger): a digest of the data's
+    # content, every held-out window of its protocol (all folds, not only those a run scored) and a label.
+    data_digest: str | None = None
+    windows: tuple[tuple[str, str], ...] = ()
+    data_label: str = ""

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+import envs
 from envs.errors import InputError, read_user_text
 
 EXTENDS = "extends"
@@ -107,37 +108,54 @@ def pin_overridden_searches(raw: dict[str, Any], overrides: list[str]) -> list[s
     return pinned
 
 
-def _path_keys(env_config: dict[str, Any], all_keys: bool = False) -> list[str]:
-    """The keys of an env config that hold local file or folder paths (a URI such as s3://... is not one)."""
+def _path_keys(env_config: dict[str, Any], all_keys: bool = False, named: tuple[str, ...] = ()) -> list[str]:
+    """The keys of an env config that hold local file or folder paths (a URI such as s3://... is not one):
+    `*_path`, `*_dir` and the env family's own `named` keys (every key with `all_keys`)."""
     return [key for key, value in env_config.items()
-            if (all_keys or key.endswith(("_path", "_dir"))) and isinstance(value, str) and value
+            if (all_keys or key.endswith(("_path", "_dir")) or key in named) and isinstance(value, str) and value
             and "://" not in value]
 
 
-def absolute_paths(env_config: dict[str, Any], base: Path, all_keys: bool = False) -> None:
-    """Tune runs trials in their own folders: relative `*_path`/`*_dir` values (every string value with
-    `all_keys`) are made absolute from `base`."""
-    for key in _path_keys(env_config, all_keys):
+def absolute_paths(env_config: dict[str, Any], base: Path, all_keys: bool = False, named: tuple[str, ...] = ()) -> None:
+    """Tune runs trials in their own folders: relative `*_path`/`*_dir` values and the family's `named` path keys,
+    at any depth (e.g. an asset: inside a feature list), are made absolute from `base` (every string value of the
+    top level with `all_keys`)."""
+    for key in _path_keys(env_config, all_keys, named):
         env_config[key] = str((base / Path(env_config[key]).expanduser()).resolve())
+    for value in env_config.values():
+        for child in (value if isinstance(value, list) else [value]):
+            if isinstance(child, dict):
+                absolute_paths(child, base, named=named)
+
+
+def family_path_keys(raw: dict[str, Any]) -> tuple[str, ...]:
+    """The path keys the env family of a raw experiment declares (envs.EnvFamily.path_keys); a file that inherits
+    its env through `extends:` gets every family's."""
+    environment = raw.get("environment")
+    env_id = environment.get("env") if isinstance(environment, dict) else None
+    if isinstance(env_id, str):
+        return envs.family(env_id).path_keys
+    return tuple(dict.fromkeys(key for entry in envs.ENVIRONMENTS.values() for key in entry.path_keys))
 
 
 def _resolve_file_paths(raw: dict[str, Any], conf_dir: Path) -> None:
     """Relative paths written in the experiment file resolve against the file's folder, wherever the run
     starts from; also the values of a searched `*_path` (e.g. a grid over data files)."""
+    named = family_path_keys(raw)
     for section in (raw.get("environment"), raw.get("evaluation")):
         if isinstance(section, dict) and isinstance(section.get("env_config"), dict):
-            absolute_paths(section["env_config"], conf_dir)
+            absolute_paths(section["env_config"], conf_dir, named=named)
     tune = raw.get("tune")
     space = tune.get("search_space") if isinstance(tune, dict) else None
     if not isinstance(space, dict):
         return
     for key, domain in space.items():
-        if ".env_config." not in key or not key.endswith(("_path", "_dir")) or not isinstance(domain, dict):
+        if ".env_config." not in key or not isinstance(domain, dict):
             continue
         for form in ("grid", "choice"):
             if isinstance(domain.get(form), list):
                 values = {str(i): v for i, v in enumerate(domain[form])}
-                absolute_paths(values, conf_dir, all_keys=True)
+                absolute_paths(values, conf_dir, all_keys=key.endswith(("_path", "_dir")), named=named)
                 domain[form] = list(values.values())
 
 

@@ -3,7 +3,8 @@
 Reads CryptoDataDownload exports, header-less exchange kline dumps (Binance-style) and
 generic OHLCV CSVs, reports gaps and how they were handled, and writes
 `data/raw/<SYMBOL>_<TF>.parquet` (atomically) for `environment.env_config.data_path`.
-`show FILE` prints a parquet's range, bar count and gaps. `fetch SYMBOL... --timeframe 1h
+`show FILE` prints a parquet's range, bar count and gaps; `resample FILE --timeframe 1h` writes coarser bars;
+`features [NAME]` lists what a feature list may name (every TA-Lib function, allowed or refused with why). `fetch SYMBOL... --timeframe 1h
 [--exchange binance] [--since 2023-01-01]` downloads bars with ccxt (needs network) into the same
 parquet layout (see envs.trading.fetch).
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from envs.errors import InputError
 from envs.trading.csv_import import STAMPS, canonical_symbol, import_csv
-from envs.trading.data import GAP_POLICIES, TIMEFRAMES, find_gaps, load_bars, save_bars
+from envs.trading.data import GAP_POLICIES, TIMEFRAMES, find_gaps, load_bars, resample_bars, save_bars, timeframe_delta
 from experiments.shell import runnable
 
 DEFAULT_DIR = Path("data") / "raw"
@@ -45,6 +46,34 @@ def _show(args: argparse.Namespace) -> int:
         kept = " (kept on purpose: imported with --gaps drop)" if bars.attrs.get("gaps") == "drop" else ""
         print(f"gaps: {find_gaps(bars.index, timeframe).describe()}{kept}")
     print(bars.describe().loc[["min", "max", "mean"]].to_string())
+    return 0
+
+
+def _resample(args: argparse.Namespace) -> int:
+    bars = load_bars(args.file)
+    base = bars.attrs.get("timeframe")
+    if base is None:
+        raise InputError(f"{args.file}: no timeframe in the file's metadata: re-import it with --timeframe")
+    step, own = timeframe_delta(args.timeframe), timeframe_delta(base)
+    if step <= own or step % own:
+        raise InputError(f"{args.file}: holds {base} bars: --timeframe must be a multiple of it, e.g. "
+                         f"{next((n for n, d in TIMEFRAMES.items() if d > own and not d % own), 'none')}")
+    symbol = bars.attrs.get("symbol", "?")
+    out = args.out or Path(args.file).with_name(f"{symbol}_{args.timeframe}.parquet")
+    if out.exists() and not args.force:
+        raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
+    higher = resample_bars(bars, args.timeframe, base)
+    save_bars(higher, out, symbol, args.timeframe, gaps=bars.attrs.get("gaps", "ffill"))
+    print(f"{args.file}: {len(bars)} {base} bars -> {len(higher)} {args.timeframe} bars of {symbol} "
+          f"{higher.index[0]} .. {higher.index[-1]} (partial first/last periods dropped)")
+    print(f"wrote {out}" + (" (replaced)" if args.force else ""))
+    return 0
+
+
+def _features(args: argparse.Namespace) -> int:
+    from envs.trading.features.catalog import describe_function, list_functions
+
+    print("\n".join(describe_function(args.name) if args.name else list_functions()))
     return 0
 
 
@@ -80,6 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("file", type=Path)
     show.add_argument("--timeframe", choices=list(TIMEFRAMES))
     show.set_defaults(handler=_show)
+    resample = commands.add_parser("resample", help="coarser bars from a bars parquet (e.g. 30m -> 1h)")
+    resample.add_argument("file", type=Path)
+    resample.add_argument("--timeframe", required=True, choices=list(TIMEFRAMES))
+    resample.add_argument("--out", type=Path, help="output parquet (default: <SYMBOL>_<TF>.parquet beside the input)")
+    resample.add_argument("--force", action="store_true", help="replace an existing output file")
+    resample.set_defaults(handler=_resample)
+    features = commands.add_parser("features", help="the feature transforms and TA-Lib functions a feature list "
+                                                    "may name; with NAME, one of them in full")
+    features.add_argument("name", nargs="?", help="a TA-Lib function (e.g. MACD) or a transform (e.g. trend)")
+    features.set_defaults(handler=_features)
     fetch = commands.add_parser("fetch", help="download bars from an exchange with ccxt (needs network)")
     fetch.add_argument("symbols", nargs="+", metavar="SYMBOL", help="e.g. SOL-USD (mapped to SOL/USD or SOL/USDT)")
     fetch.add_argument("--timeframe", required=True, choices=list(TIMEFRAMES))

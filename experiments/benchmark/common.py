@@ -24,9 +24,10 @@ BENCHMARKS: dict[str, str] = {
     "tracking": "experiments.benchmark.tracking_bench:run",
     "cli": "experiments.benchmark.cli_bench:run",
     "testgen": "experiments.benchmark.testgen_bench:run",
+    "features": "experiments.benchmark.features_bench:run",
 }
 BENCH_EXTRA = 'pip install -e ".[bench]"   (stable-baselines3, gym-anytrading)'
-VERSIONED = ("numpy", "torch", "gymnasium", "ray", "mlflow", "stable-baselines3", "gym-anytrading", "pandas")
+VERSIONED = ("numpy", "torch", "gymnasium", "ray", "mlflow", "stable-baselines3", "gym-anytrading", "pandas", "ta-lib")
 
 
 class PeerMissing(RuntimeError):

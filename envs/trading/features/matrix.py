@@ -1,0 +1,199 @@
+"""The one causal path from bars and a feature list to a feature matrix, and its normalization per fold.
+
+Every column is computed once over the whole series by forward-only functions (pandas rolling windows,
+TA-Lib), never per bar, and carries `first_valid`: the row of its first complete value. A block's columns
+are computed on their own bars and aligned to the base bars by as-of joins on the time each value became
+known, so a row never holds a value from after its bar (tests/unit/test_feature_causality.py perturbs every
+bar after t and requires rows <= t to stay bit-identical, for every allowed TA-Lib function):
+
+- resample: a higher bar is known at its close, and seen from the first base bar that opens at or after it
+  (a 1d bar from the first hourly bar of the next day on); a leading partial higher bar is dropped;
+- asset: another market's bar t is seen at the base bar with the same timestamp (both have closed when the
+  decision after bar t is made); its file must have the same timeframe and reach the data's last bar;
+- series: a value stamped s is seen from the first base bar that opens at or after s + lag.
+
+Rows with no value yet are NaN: before a block's history (`before_start: wait` counts them as warm-up,
+`zero` leaves them at the train mean), or where another market has no bar (`missing: ffill` carries its
+last bar, `zero` the train mean, `error` refuses). Normalization z-scores every column with statistics of
+the fold's train rows where it has values, clips at +-10 and sets the missing ones to 0 (the train mean).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from envs.errors import InputError
+from envs.trading.data import TIMEFRAMES, bar_spacing, load_bars, resample_bars, timeframe_delta
+from envs.trading.features.series import load_series
+from envs.trading.features.spec import Block, Item, TransformFeature
+from envs.trading.features.talib_functions import TaFeature
+from envs.trading.features.transforms import compute_transform
+
+CLIP = 10.0
+
+
+@dataclass(frozen=True)
+class RawFeatures:
+    """Columns before normalization, on the base bars' rows."""
+
+    values: np.ndarray          # (bars, columns) float64; NaN where a value is not known
+    names: tuple[str, ...]
+    groups: tuple[str, ...]     # the feature each column belongs to (a multi-output indicator's columns share one)
+    first_valid: np.ndarray     # (columns,) the row of each column's first complete value
+
+    @property
+    def warmup(self) -> int:
+        """Bars before the first row at which every feature is complete (decisions start there)."""
+        return int(self.first_valid.max()) + 1 if len(self.names) else 0
+
+    def warmups(self) -> dict[str, int]:
+        """Per feature (group): its warm-up in base bars."""
+        out: dict[str, int] = {}
+        for group, first in zip(self.groups, self.first_valid):
+            out[group] = max(out.get(group, 0), int(first) + 1)
+        return out
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """Normalized features (n_bars, n_features) and the statistics used to normalize them."""
+
+    values: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+
+@dataclass
+class _Column:
+    name: str
+    group: str
+    values: np.ndarray
+    first_valid: int
+
+
+def build_raw(items: tuple[Item, ...], bars: pd.DataFrame, timeframe: str, where: str,
+              digests: dict[str, str] | None = None) -> RawFeatures:
+    """The feature matrix of `items` on `bars` (see the module docstring); InputError naming the item."""
+    columns = _columns(items, bars, timeframe, where, "", digests if digests is not None else {})
+    if not columns:
+        return RawFeatures(np.zeros((len(bars), 0)), (), (), np.zeros(0, dtype=np.int64))
+    return RawFeatures(np.column_stack([c.values for c in columns]), tuple(c.name for c in columns),
+                       tuple(c.group for c in columns), np.array([c.first_valid for c in columns], dtype=np.int64))
+
+
+def _columns(items: tuple[Item, ...], frame: pd.DataFrame, timeframe: str, where: str, prefix: str,
+             digests: dict[str, str]) -> list[_Column]:
+    out: list[_Column] = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        if isinstance(item, TransformFeature):
+            label = prefix + item.label
+            out.append(_Column(label, label, compute_transform(item.name, dict(item.params), frame), item.first_valid))
+        elif isinstance(item, TaFeature):
+            market = {c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
+            label = prefix + item.label
+            out += [_Column(prefix + name, label, values, item.first_valid)
+                    for name, values in zip(item.columns(), item.compute(market))]
+        else:
+            out += BLOCKS[item.kind](item, frame, timeframe, at, prefix, digests)
+    return out
+
+
+def _align(child: list[_Column], visible: np.ndarray, base_times: np.ndarray) -> list[_Column]:
+    """Child columns on the base rows: each base row takes the last child row known at its open (`visible` <= it)."""
+    rows = np.searchsorted(visible, base_times, side="right") - 1
+    out = []
+    for column in child:
+        known = rows >= column.first_valid
+        values = np.full(len(base_times), np.nan)
+        values[known] = column.values[rows[known]]
+        first = int(np.argmax(known)) if known.any() else len(base_times)
+        out.append(_Column(column.name, column.group, values, first))
+    return out
+
+
+def _before_start(columns: list[_Column], block: Block) -> list[_Column]:
+    """`before_start: zero`: rows before the block's first complete value sit at the train mean (NaN here) and
+    do not hold decisions back."""
+    if block.option("before_start", "wait") == "zero":
+        for column in columns:
+            column.first_valid = 0
+    return columns
+
+
+def _resample(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
+              digests: dict[str, str]) -> list[_Column]:
+    step, base = timeframe_delta(block.source), timeframe_delta(timeframe)
+    if step <= base or step % base:
+        coarser = [name for name, delta in TIMEFRAMES.items() if delta > base and not delta % base]
+        raise InputError(f"{at}: resample: {block.source} is not a multiple of the bars' {timeframe}: use one of "
+                         f"{', '.join(coarser) or 'none'}")
+    if "open" not in frame.columns:
+        raise InputError(f"{at}: resample: only bars can be resampled, not an outside series")
+    higher = resample_bars(frame, block.source, timeframe)
+    child = _columns(block.children, higher, block.source, f"{at}.features", f"{prefix}{block.label}:", digests)
+    close_times = (higher.index + step).asi8
+    return _before_start(_align(child, close_times, frame.index.asi8), block)
+
+
+def _asset(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
+           digests: dict[str, str]) -> list[_Column]:
+    other = load_bars(block.source)
+    digests[block.source] = other.attrs["digest"]
+    declared = other.attrs.get("timeframe")
+    spacing = bar_spacing(other.index)
+    own = declared or next((name for name, delta in TIMEFRAMES.items() if delta == spacing), str(spacing))
+    if own != timeframe:
+        raise InputError(f"{at}: asset: {block.source} holds {own} bars, the bars it is aligned to are {timeframe}: "
+                         f"use the other market's {timeframe} bars (a resample: block inside the asset block gives "
+                         "its higher timeframes)")
+    if other.index[-1] < frame.index[-1]:
+        raise InputError(f"{at}: asset: {block.source} ends at {other.index[-1]}, before the data's last bar "
+                         f"{frame.index[-1]}: use a file that covers the data's range")
+    child = _columns(block.children, other, timeframe, f"{at}.features", f"{prefix}{block.label}:", digests)
+    columns = _align(child, other.index.asi8, frame.index.asi8)
+    absent = ~np.isin(frame.index.asi8, other.index.asi8) & (frame.index.asi8 >= other.index.asi8[0])
+    policy = block.option("missing", "ffill")
+    if absent.any() and policy == "error":
+        raise InputError(f"{at}: asset: {block.source} has no bar at {frame.index[np.argmax(absent)]} "
+                         f"({int(absent.sum())} of the data's bars are missing there): set missing: ffill (its last "
+                         "bar) or missing: zero (the train mean)")
+    if policy == "zero":
+        for column in columns:
+            column.values[absent] = np.nan
+    return _before_start(columns, block)
+
+
+def _series(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
+            digests: dict[str, str]) -> list[_Column]:
+    series = load_series(block.source, block.option("column"), block.option("nan", "error"), at)
+    digests[block.source] = series.digest
+    lag = pd.Timedelta(block.option("lag"))
+    published = series.frame.index + lag
+    spacing = bar_spacing(series.frame.index) if len(series.frame) > 1 else pd.Timedelta(0)
+    if published[-1] + 3 * spacing < frame.index[-1]:
+        raise InputError(f"{at}: series: {block.source}'s last value is published at {published[-1]}, long before "
+                         f"the data's last bar {frame.index[-1]}: extend the series, or cut the data")
+    child = _columns(block.children, series.frame, timeframe, f"{at}.features", f"{prefix}{block.label}:", digests)
+    return _before_start(_align(child, published.asi8, frame.index.asi8), block)
+
+
+BLOCKS: dict[str, Callable[..., list[_Column]]] = {"resample": _resample, "asset": _asset, "series": _series}
+
+
+def normalize(raw: RawFeatures, fit_rows: slice) -> FeatureSet:
+    """Z-scores with statistics of `fit_rows` (the fold's train part) where each column has values, clipped at
+    +-CLIP; values not known (NaN) become 0, the train mean."""
+    fit = raw.values[fit_rows]
+    # NaN-free columns get numpy's mean and std bit for bit, so `basic` reproduces earlier rounds' observations;
+    # a column without values in the train rows is refused before this (the warm-up check).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, std = np.nanmean(fit, axis=0), np.nanstd(fit, axis=0)
+    std = np.where(std > 1e-12, std, 1.0)
+    values = np.clip((raw.values - mean) / std, -CLIP, CLIP)
+    return FeatureSet(values=np.nan_to_num(values, nan=0.0).astype(np.float32), mean=mean, std=std)

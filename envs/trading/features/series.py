@@ -1,0 +1,118 @@
+"""Outside series: any timestamped values (a daily index, a funding rate, an on-chain metric) from CSV or parquet.
+
+A series is validated on load like bars are: a time column (or a parquet's time index) of dates or epoch
+numbers (seconds, milliseconds, microseconds or nanoseconds, told apart by their size), UTC (naive stamps
+are read as UTC), sorted oldest first (a newest-first export is turned around), no two values at one time
+(exact repeats are dropped and counted), finite numbers, and a declared NaN policy (`nan: error | drop |
+ffill`). The value comes back as a one-column frame named `close`, so transforms and TA-Lib functions of one
+price apply to it.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from envs.errors import InputError
+from envs.trading.data import digest_of, read_bytes
+
+TIME_COLUMNS = ("timestamp", "time", "date", "datetime", "Date", "Timestamp", "Time", "Datetime")
+# Epoch numbers by size: a stamp after 2001 in seconds is above 1e9, in ms above 1e12, in us above 1e15.
+_EPOCH_UNITS = ((1e17, "ns"), (1e14, "us"), (1e11, "ms"), (0, "s"))
+
+
+@dataclass(frozen=True)
+class Series:
+    frame: pd.DataFrame  # index: UTC timestamps, one column `close`
+    column: str
+    digest: str          # of the file's bytes: caches are keyed by content
+    note: str            # what loading did that the user should know (repeats dropped, order turned around)
+
+
+def _parse_times(raw: pd.Series | pd.Index, source: str) -> pd.DatetimeIndex:
+    values = pd.Series(raw)
+    if pd.api.types.is_numeric_dtype(values):
+        top = float(np.nanmax(np.abs(values.to_numpy(dtype=np.float64)))) if len(values) else 0.0
+        unit = next(unit for bound, unit in _EPOCH_UNITS if top >= bound)
+        return pd.DatetimeIndex(pd.to_datetime(values, unit=unit, utc=True))
+    try:
+        return pd.DatetimeIndex(pd.to_datetime(values, utc=True, format="mixed"))
+    except (ValueError, TypeError):
+        raise InputError(f"{source}: its time column holds values that are not dates or epoch numbers "
+                         f"(first: {values.iloc[0]!r}): fix the export") from None
+
+
+def _read_frame(data: bytes, source: str) -> pd.DataFrame:
+    try:
+        if source.split("?")[0].endswith(".parquet"):
+            frame = pd.read_parquet(io.BytesIO(data))
+            if isinstance(frame.index, pd.DatetimeIndex):
+                frame = frame.reset_index()
+            return frame
+        return pd.read_csv(io.BytesIO(data))
+    except Exception as exc:  # pandas and pyarrow raise several unrelated types for a malformed file
+        raise InputError(f"{source}: not a readable CSV or parquet file ({type(exc).__name__}): fix the file") from None
+
+
+def load_series(source: str, column: str | None, nan: str, where: str) -> Series:
+    """The series in `source` (a path or s3:// URI), checked; InputError naming the file and the fix."""
+    data = read_bytes(source, "series")
+    frame = _read_frame(data, source)
+    if frame.empty:
+        raise InputError(f"{source}: no rows: an outside series needs values")
+    time_column = next((c for c in TIME_COLUMNS if c in frame.columns), None)
+    if time_column is None:
+        raise InputError(f"{source}: no timestamps: the series needs a time column named one of "
+                         f"{', '.join(TIME_COLUMNS[:4])} (dates or epoch numbers)")
+    numeric = [c for c in frame.columns if c != time_column and pd.api.types.is_numeric_dtype(frame[c])]
+    if column is None:
+        if len(numeric) != 1:
+            raise InputError(f"{where}: column: {source} has {len(numeric)} numeric columns "
+                             f"({', '.join(map(str, numeric)) or 'none'}): name the one to use, e.g. column: "
+                             f"{numeric[0] if numeric else 'value'}")
+        column = str(numeric[0])
+    if column not in frame.columns:
+        from envs.validation import did_you_mean
+
+        raise InputError(f"{where}: column: {source} has no column {column!r}{did_you_mean(column, map(str, frame.columns))}")
+    values = pd.to_numeric(frame[column], errors="coerce")
+    if values.isna().all():
+        raise InputError(f"{source}: column {column!r} holds no numbers")
+    index = _parse_times(frame[time_column], source)
+    series = pd.Series(values.to_numpy(dtype=np.float64), index=index, name="close")
+    notes = []
+    if len(series) > 1 and index.is_monotonic_decreasing and not index.is_monotonic_increasing:
+        series = series.iloc[::-1]
+        notes.append("newest first in the file: turned around")
+    if not series.index.is_monotonic_increasing:
+        first = int(np.flatnonzero(np.diff(series.index.asi8) < 0)[0]) + 1
+        raise InputError(f"{source}: timestamps are not in order (row {first + 1}: {series.index[first]}): "
+                         "sort the series by time")
+    frame = series.to_frame()
+    repeated = frame.index.duplicated(keep="first")
+    if repeated.any():
+        exact = frame.reset_index().duplicated(keep="first").to_numpy()
+        if (repeated & ~exact).any():
+            stamp = frame.index[np.flatnonzero(repeated & ~exact)[0]]
+            raise InputError(f"{source}: two different values at {stamp}: keep one of them")
+        frame = frame[~repeated]
+        notes.append(f"{int(repeated.sum())} repeated row(s) dropped")
+    frame = _apply_nan_policy(frame, nan, source, where)
+    if not np.isfinite(frame["close"].to_numpy()).all():
+        raise InputError(f"{source}: infinite values in {column!r}: fix the export")
+    return Series(frame, column, digest_of(data), "; ".join(notes))
+
+
+def _apply_nan_policy(frame: pd.DataFrame, nan: str, source: str, where: str) -> pd.DataFrame:
+    missing = frame["close"].isna()
+    if not missing.any():
+        return frame
+    if nan == "error":
+        raise InputError(f"{source}: {int(missing.sum())} empty or non-numeric value(s), first at "
+                         f"{frame.index[np.argmax(missing.to_numpy())]}: fix them, or set nan: drop or nan: ffill "
+                         f"in {where}")
+    if nan == "drop":
+        return frame[~missing]
+    return frame.ffill().dropna()
