@@ -17,7 +17,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.tune.registry import register_env
 
 import envs
-from algos.spec import BuildInputs
+from algos.spec import BuildInputs, SelectionRule
 
 # Every result carries the value of `tune.metric` under this top-level key. Tune's keep-K checkpoint
 # bookkeeping looks its score attribute up in the *unflattened* result
@@ -66,14 +66,26 @@ def lookup(result: dict[str, Any], metric: str) -> Any:
     return node
 
 
-def copy_selection_score(metric: str, mode: str, *, result: dict[str, Any], **_: Any) -> None:
-    """RLlib `on_train_result` callback: put `metric` at the top level of the result (see SELECTION_SCORE).
+def copy_selection_score(metric: str, mode: str, rule: SelectionRule = SelectionRule(), *, result: dict[str, Any],
+                         algorithm: Any = None, **_: Any) -> None:
+    """RLlib `on_train_result` callback: put the selection score at the top level of the result (see
+    SELECTION_SCORE): `metric` itself, or as `rule` (tune.checkpoint.select) makes it from the iterations so far
+    (kept on the algorithm object).
 
-    An iteration without the metric (no evaluation ran) gets the worst possible score, so it never
-    displaces a scored checkpoint."""
+    An iteration without the metric (no evaluation ran), or one the rule excludes, gets the worst possible score,
+    so it never displaces a scored checkpoint."""
     value = lookup(result, metric)
     scored = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    result[SELECTION_SCORE] = float(value) if scored else (float("-inf") if mode == "max" else float("inf"))
+    history = getattr(algorithm, "_selection_history", None) if algorithm is not None else None
+    if history is None:
+        history = []
+        if algorithm is not None:
+            algorithm._selection_history = history
+    history.append(float(value) if scored else float("nan"))
+    steps = next((float(v) for v in (lookup(result, "num_env_steps_sampled_lifetime"),
+                                     lookup(result, "env_runners/num_env_steps_sampled_lifetime"))
+                  if isinstance(v, numbers.Real)), 0.0)
+    result[SELECTION_SCORE] = rule.score(history, steps, mode)
 
 
 def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:
@@ -106,7 +118,7 @@ def apply_common(config: AlgorithmConfig, inputs: BuildInputs) -> AlgorithmConfi
         .rl_module(model_config=sections["rl_module"])
         .reporting(**{k: v for k, v in sections["reporting"].items() if v is not None})
         .debugging(seed=inputs.seed)
-        .callbacks(on_train_result=partial(copy_selection_score, inputs.metric, inputs.mode))
+        .callbacks(on_train_result=partial(copy_selection_score, inputs.metric, inputs.mode, inputs.selection))
     )
     if evaluation["evaluation_interval"]:
         config.evaluation(

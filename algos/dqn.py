@@ -112,6 +112,7 @@ SPEC = AlgorithmSpec(
     free_result_prefixes=("replay_buffer/",),
     speedup=lambda training: IMPLEMENTATION_SPEEDUP[training.implementation],
     mixed_precision=lambda training: training.implementation == "fast",  # autocast in the FastDQN learner
+    exploration_steps=lambda training: int(max(step for step, _ in training.epsilon)),
     replay_ratio=lambda training, fragment, num_envs: (  # RLlib's native ratio: one batch per sample call
         training.training_intensity or training.train_batch_size_per_learner / (fragment * num_envs)),
 )

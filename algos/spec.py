@@ -7,6 +7,7 @@ platform (`experiments/`) knows algorithms only through this.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -44,6 +45,23 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class SelectionRule:
+    """How a checkpoint's selection score comes from the validation scores (tune.checkpoint.select): the mean of the
+    last `smooth` iterations' scores, and none before `explore_until` env steps (while exploration decays)."""
+
+    smooth: int = 1
+    explore_until: int = 0
+
+    def score(self, history: list[float], env_steps: float, mode: str) -> float:
+        """The selection score of the newest iteration, given every iteration's validation score so far."""
+        worst = float("-inf") if mode == "max" else float("inf")
+        recent = history[-self.smooth:]
+        if env_steps < self.explore_until or not recent or not all(math.isfinite(v) for v in recent):
+            return worst
+        return float(sum(recent) / len(recent))
+
+
+@dataclass(frozen=True)
 class BuildInputs:
     """Everything a builder needs, as plain values: the experiment's sections as dicts (search domains
     already in place, the batch and lr already planned for the hardware), resources, the selection
@@ -56,6 +74,7 @@ class BuildInputs:
     mode: str
     seed: Any = None
     has_vector_env: bool = False
+    selection: SelectionRule = field(default_factory=SelectionRule)
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,9 @@ class AlgorithmSpec:
     replay_ratio: Callable[[Any, int, int], float | None] = field(default=lambda training, fragment, num_envs: None)
     # Whether its learner applies a preset's mixed_precision with these training settings.
     mixed_precision: Callable[[Any], bool] = field(default=lambda training: False)
+    # Env steps until its exploration has decayed (DQN: the epsilon schedule's last point; 0: no schedule), for
+    # tune.checkpoint.select.after_exploration.
+    exploration_steps: Callable[[Any], int] = field(default=lambda training: 0)
 
     def result_keys(self) -> list[str]:
         """Every fixed result key this algorithm reports (tune.metric and tune.stop must name one)."""

@@ -92,13 +92,23 @@ class ReportingSection(Section):
     min_time_s_per_iteration: float | None = Field(default=None, ge=0)
 
 
+class SelectSection(Section):
+    """Which checkpoint of a trial is its choice (and its score when configurations are compared): the best by the
+    validation score `tune.metric`, smoothed over the last `smooth` iterations, and only among iterations after
+    the algorithm's exploration has decayed when `after_exploration` (docs/verdicts.md: the checkpoint study)."""
+
+    smooth: int = Field(default=1, ge=1)
+    after_exploration: bool = False
+
+
 class CheckpointSection(Section):
-    """Checkpoint every `frequency` iterations and keep the `num_to_keep` best by `tune.metric` (plus the
+    """Checkpoint every `frequency` iterations and keep the `num_to_keep` best by the selection score (plus the
     newest, which Tune always keeps). Only a checkpointed iteration can be scored: with frequency 1 the
     best validation iteration is always among them."""
 
     frequency: int = Field(default=1, ge=0)
     num_to_keep: int = Field(default=2, ge=1)
+    select: SelectSection = Field(default_factory=SelectSection)
 
 
 class SchedulerSection(Section):
@@ -265,8 +275,9 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     check_batch_search(config, source)
     check_result_keys(config, source)
     apply_protocol(config, source)
+    named = envs.family(config.environment.env).path_keys
     for env_config in (config.environment.env_config, config.evaluation.env_config):
-        absolute_paths(env_config, Path.cwd())
+        absolute_paths(env_config, Path.cwd(), named=named)
         explicit_endpoints(env_config, f"{source}: environment.env_config")
         check_files_exist(env_config, source)
     envs.check_env_config(config.environment.env, config.environment.env_config, source)

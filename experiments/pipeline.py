@@ -213,8 +213,12 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
             return 130
         from experiments.scoring import score_sweep
 
+        from experiments.trials_ledger import LedgerRun, TrialsLedger
+
         status_file.update(phase="scoring")
-        score_sweep(exp, results, params, client, state, storage, out_dir, console)
+        ledger = LedgerRun(TrialsLedger(client, tracking_uri), exp.name, state.parent_run_id, tags["mlflow.user"],
+                           git_commit(), exp.smoke_test, args.fresh_ledger or "")
+        score_sweep(exp, results, params, client, state, storage, out_dir, console, ledger)
         status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
                            verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
         status = FINISHED

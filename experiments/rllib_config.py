@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 import envs
-from algos.spec import BuildInputs, Resources
+from algos.spec import BuildInputs, Resources, SelectionRule
 from envs.errors import InputError
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
@@ -65,8 +65,10 @@ def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, A
     training["train_batch_size_per_learner"], training["lr"] = planned_batch_and_lr(
         training["train_batch_size_per_learner"], training["lr"], plan, resources.num_learners)
     env_id = exp.environment.env
+    select = exp.tune.checkpoint.select
+    rule = SelectionRule(select.smooth, exp.spec.exploration_steps(exp.training) if select.after_exploration else 0)
     return BuildInputs(env_id=env_id, sections=sections, resources=resources, metric=exp.tune.metric,
-                       mode=exp.tune.mode, seed=seed, has_vector_env=envs.has_vector_env(env_id))
+                       mode=exp.tune.mode, seed=seed, has_vector_env=envs.has_vector_env(env_id), selection=rule)
 
 
 def build_config(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, Any] | None = None,

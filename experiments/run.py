@@ -43,6 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="where Tune results, checkpoints and the resume file go: a folder or s3://BUCKET/PREFIX "
                              "(?endpoint_override=http://HOST:PORT or AWS_ENDPOINT_URL_S3 for S3-compatible stores); "
                              "default: storage: in the file, else RLPLATFORM_STORAGE, else --output")
+    parser.add_argument("--fresh-ledger", metavar="REASON",
+                        help="start a fresh trials ledger for this data and these test windows: earlier attempts no "
+                             "longer deflate the verdict; the reason is recorded (experiments/trials_ledger.py)")
     parser.add_argument("--no-dashboard", action="store_true", help="do not start the Ray dashboard")
     parser.add_argument("--dashboard-host", default=LOOPBACK,
                         help="interface for the Ray dashboard (default 127.0.0.1: this machine only)")
@@ -64,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             from experiments.side_by_side import run_listing
 
             return run_listing(args, console)
+        if args.fresh_ledger is not None and not args.fresh_ledger.strip():
+            raise InputError("--fresh-ledger: give the reason it is recorded with, e.g. --fresh-ledger 'new data vendor'")
         ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
         checked = preflight(args.conf, args.overrides, args.smoke_test, args.storage, args.output,
                             fetch=not args.dry_run, console=console, hardware=args.hardware)

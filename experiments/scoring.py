@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 
@@ -23,11 +24,14 @@ import envs
 from envs.report import EvaluationReport
 from experiments.config import ExperimentConfig
 from experiments.evaluate import evaluate_checkpoint, log_report, print_frame, print_report
+from experiments.importance import describe as describe_importance
+from experiments.importance import feature_importance, log_importance
 from experiments.policy import MODULE_SUBPATH, load_module_policy
 from experiments.protocol import FOLD_KEY
 from experiments.storage import Storage
 from experiments.sweep import ParamSpace, ScoredCheckpoint, best_checkpoint, searched_values
 from experiments.tracking import log_metrics, run_of_trial
+from experiments.trials_ledger import LedgerKey, LedgerRun
 from experiments.verdict import ScoredTrial, Verdict, build_verdict, family_threshold
 
 if TYPE_CHECKING:
@@ -131,12 +135,14 @@ class GroupOutcome:
     report: EvaluationReport                       # the chosen trial on its test part
     scored: list[tuple[Trial, EvaluationReport]]   # every trial scored (only the chosen one without a verdict)
     verdict: Verdict | None                        # None for families that report no returns
+    importance: pd.DataFrame | None = None         # feature x fold: validation return drop when permuted
 
 
 def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, threshold: float,
-                reader: CheckpointReader) -> GroupOutcome:
+                reader: CheckpointReader, ledger: LedgerRun | None = None) -> GroupOutcome:
     """Score a group's trials and, where the family reports returns, build its verdict (an edge needs a
-    DSR of at least `threshold`)."""
+    DSR of at least `threshold`), deflated for every configuration the trials ledger holds on the same data and
+    windows; the attempt is recorded there."""
     env_id = exp.environment.env
     if not envs.supports_folds(env_id):
         chosen = deployable(trials, exp.tune.mode)
@@ -144,16 +150,26 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
         return GroupOutcome(chosen.group, chosen, report, [(chosen, report)], None)
     with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
         scored = [(t, score(t, exp, reader)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
+    first = scored[0][1]
+    key = LedgerKey(first.data_digest, first.windows, first.data_label) if first.data_digest and ledger else None
+    prior = ledger.prior(key) if key else None
     verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
-                            exp.tune.mode, scored[0][1].periods_per_year, threshold)
+                            exp.tune.mode, first.periods_per_year, threshold, prior)
+    if key:
+        ledger.record(key, sorted({t.point for t in trials}), verdict.returns)
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
     report = next(r for t, r in scored if t is chosen)
-    return GroupOutcome(chosen.group, chosen, report, scored, verdict)
+    per_fold = {fold: [t for t in trials if t.fold == fold and t.point == point] for fold, point in verdict.selected.items()}
+    with console.status("permuting each feature on the validation parts"):
+        importance = feature_importance(exp, per_fold, reader)
+    return GroupOutcome(chosen.group, chosen, report, scored, verdict, importance)
 
 
 def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client: "MlflowClient",
-                state: "SweepState", storage: Storage, out_dir: Path, console: Console) -> None:
-    """Score every group, print and log its verdict (or report), and register its deployable policy."""
+                state: "SweepState", storage: Storage, out_dir: Path, console: Console,
+                ledger: LedgerRun | None = None) -> None:
+    """Score every group, print and log its verdict (or report), record it in the trials ledger, and register
+    its deployable policy."""
     from experiments.verdict_report import group_table, log_verdict, print_verdict
 
     groups = trials_by_group(results, params, exp)
@@ -165,7 +181,7 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
     threshold = family_threshold(len(groups))  # 0.95 for one group; stricter when many are judged at once
     reader = CheckpointReader(storage, out_dir / "downloaded")
     for group, trials in groups.items():
-        outcome = judge_group(trials, exp, console, threshold, reader)
+        outcome = judge_group(trials, exp, console, threshold, reader, ledger)
         named = None if group == ALL else group
         suffix = "" if named is None else f"/{named}"
         for trial, report in outcome.scored:  # each child run gets its own test-part scores
@@ -175,13 +191,17 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
         chosen_run = run_of_trial(client, state.experiment_id, state.parent_run_id, outcome.chosen.trial_id)
         if outcome.verdict is not None:
             verdicts[group] = outcome.verdict
-            market = outcome.report.title.split(" test period")[0]
+            market = outcome.report.data_label or envs.data_label(exp.environment.env, outcome.chosen.env_config)
             if len(groups) == 1:
                 print_verdict(console, outcome.verdict, market)
             else:
                 console.print(escape(f"{group} ({market}, {outcome.verdict.scope()}): {outcome.verdict.lines()[0]}"))
             log_verdict(client, state.parent_run_id, outcome.verdict, outcome.scored, out_dir / f"verdict{suffix}",
                         named)
+        if outcome.importance is not None:
+            if len(groups) == 1:
+                console.print(escape(describe_importance(outcome.importance)))
+            log_importance(client, state.parent_run_id, outcome.importance, out_dir / f"importance{suffix}", named)
         else:
             print_report(console, outcome.report)
         log_report(client, [r for r in (state.parent_run_id, chosen_run) if r], outcome.report,

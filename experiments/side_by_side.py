@@ -83,6 +83,9 @@ def refuse_single_run_flags(args: argparse.Namespace) -> None:
     if args.overrides:
         raise InputError(f"{args.conf}: --set applies to one experiment: give each listed experiment its own "
                          "with `- {file: NAME.yaml, set: [KEY=VALUE]}` in the listing")
+    if args.fresh_ledger is not None:
+        raise InputError(f"{args.conf}: --fresh-ledger starts one data set's trials ledger afresh: run python -m "
+                         "experiments.run <its file> --fresh-ledger REASON")
     if args.resume:
         raise InputError(f"{args.conf}: --resume continues one experiment: run python -m experiments.run "
                          "<its file> --resume (same --output)")

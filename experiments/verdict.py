@@ -9,9 +9,12 @@ are its test results. Across folds:
   each baseline (by the mean test Sharpe of its seeds);
 - the deflated Sharpe ratio (Bailey & Lopez de Prado 2014) of the agent's walk-forward return series
   in excess of each baseline: the probability that its true Sharpe beats the best Sharpe that the
-  number of configurations tried would produce by luck, given the spread of all trials' Sharpes;
+  number of configurations tried would produce by luck, given the spread of all trials' Sharpes. The
+  configurations tried are every one the trials ledger (experiments.trials_ledger) has recorded on the
+  same data and test windows, earlier runs included (`PriorTrials`); the DSR is also given at the
+  effective number of trials, the participation ratio of their returns' correlations;
 - the probability of backtest overfitting (Bailey et al. 2017) by CSCV over every trial's
-  out-of-sample return series on one time axis (one column per configuration x seed).
+  out-of-sample return series on one time axis (one column per configuration x seed of this run).
 
 An edge over a baseline is *supported* when its DSR is at least 0.95 and the agent wins more than half
 of the folds against it; when several groups (coins) are judged at once, the DSR threshold is
@@ -21,13 +24,16 @@ from one split or one seed says so.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from purgedcv import deflated_sharpe_ratio_full, probability_of_backtest_overfitting
+from purgedcv import deflated_sharpe_ratio_full, probabilistic_sharpe_ratio, probability_of_backtest_overfitting
+from scipy.stats import norm
 
 from envs.report import EvaluationReport
 
@@ -35,6 +41,7 @@ DSR_THRESHOLD = 0.95  # for one verdict; n verdicts at once (coins) use 1 - 0.05
 AGENT = "agent"
 PBO_MAX_BLOCKS = 16      # CSCV's standard S (12,870 splits)
 PBO_MIN_BLOCK_ROWS = 10  # fewer blocks when the series is short
+EULER_GAMMA = 0.5772156649015329
 TABLE_METRICS = ("total_return", "sharpe", "sortino", "max_drawdown", "trades", "fees_paid", "turnover", "exposure")
 
 
@@ -50,6 +57,17 @@ class ScoredTrial:
 
 
 @dataclass(frozen=True)
+class PriorTrials:
+    """What the trials ledger holds of earlier attempts on the same data and test windows."""
+
+    trial_returns: pd.DataFrame = field(default_factory=pd.DataFrame)          # configuration x seed columns
+    configuration_returns: pd.DataFrame = field(default_factory=pd.DataFrame)  # one column per configuration
+    configurations: int = 0   # configurations they scored, duplicates included
+    attempts: int = 0
+    note: str = ""            # e.g. that a fresh ledger was started, when and why
+
+
+@dataclass(frozen=True)
 class Edge:
     """The evidence for an edge over one baseline."""
 
@@ -60,6 +78,7 @@ class Edge:
     wins: int
     folds: int
     threshold: float = DSR_THRESHOLD
+    dsr_effective: float = float("nan")  # the DSR at the effective number of trials instead of the count
 
     @property
     def supported(self) -> bool:
@@ -71,13 +90,22 @@ class Verdict:
     per_fold: pd.DataFrame       # (fold, strategy) rows: test period, selected configuration, metrics
     summary: pd.DataFrame        # strategy rows: Sharpe mean/std over folds x seeds, wins, trades
     edges: list[Edge]
-    pbo: Any | None              # purgedcv.PBOResult, None with fewer than two trial columns
     returns: pd.DataFrame        # out-of-sample returns, time x trial (configuration | seed)
     selected: dict[int, str]     # fold -> configuration chosen on its validation part
     n_folds: int
     n_seeds: int
-    n_configurations: int
+    n_configurations: int     # in this run
     threshold: float = DSR_THRESHOLD
+    n_tried: int = 0          # on these data and windows, earlier runs included (the trials ledger)
+    n_effective: float = 0.0  # the participation ratio of all of them
+    attempt: int = 1          # this run's number on these data and windows
+    ledger_note: str = ""
+
+    @functools.cached_property
+    def pbo(self) -> Any | None:
+        """purgedcv.PBOResult over this run's trial columns (None with fewer than two), computed when first read:
+        CSCV's 12,870 splits take purgedcv about 1.5 s per column here, so it covers this run, not the ledger."""
+        return _pbo(self.returns)
 
     @property
     def caveats(self) -> list[str]:
@@ -89,8 +117,12 @@ class Verdict:
         return caveats
 
     def scope(self) -> str:
-        text = (f"{self.n_folds} fold(s) x {self.n_seeds} seed(s), {self.n_configurations} configuration(s) "
-                f"tried, {self.returns.shape[1]} trial series")
+        earlier = f" ({self.n_configurations} in this run)" if self.n_tried != self.n_configurations else ""
+        text = (f"attempt {self.attempt} on these windows: {self.n_tried} configuration(s) tried{earlier}, effective "
+                f"{self.n_effective:.1f}; {self.n_folds} fold(s) x {self.n_seeds} seed(s), "
+                f"{self.returns.shape[1]} trial series")
+        if self.ledger_note:
+            text += f"; {self.ledger_note}"
         if self.threshold != DSR_THRESHOLD:
             text += f", DSR threshold {self.threshold:.4g}"
         return text + (f" [{', '.join(self.caveats)}: not enough for a verdict]" if self.caveats else "")
@@ -100,7 +132,8 @@ class Verdict:
         pbo = "n/a" if self.pbo is None else f"{self.pbo.pbo:.2f}"
         suffix = f"; {', '.join(self.caveats)}" if self.caveats else ""
         return [f"edge over {e.baseline}: {'supported' if e.supported else 'not supported'} "
-                f"(DSR {_fmt(e.dsr)}, PBO {pbo}, agent wins {e.wins} of {e.folds} folds{suffix})"
+                f"(DSR {_fmt(e.dsr)}, {_fmt(e.dsr_effective)} at effective {self.n_effective:.1f}, PBO {pbo}, "
+                f"agent wins {e.wins} of {e.folds} folds{suffix})"
                 for e in self.edges]
 
     def metrics(self) -> dict[str, float]:
@@ -110,8 +143,12 @@ class Verdict:
         values["verdict/agent_sharpe_mean"] = float(agent["sharpe_mean"])
         values["verdict/agent_sharpe_std"] = float(agent["sharpe_std"])
         values["verdict/agent_trades_median"] = float(agent["trades_median"])
+        values["verdict/attempt"] = float(self.attempt)
+        values["verdict/configurations_tried"] = float(self.n_tried)
+        values["verdict/effective_trials"] = self.n_effective
         for edge in self.edges:
             values[f"verdict/dsr/{edge.baseline}"] = edge.dsr
+            values[f"verdict/dsr_effective/{edge.baseline}"] = edge.dsr_effective
             values[f"verdict/wins/{edge.baseline}"] = float(edge.wins)
             values[f"verdict/supported/{edge.baseline}"] = float(edge.supported)
         if self.pbo is not None:
@@ -177,17 +214,60 @@ def family_threshold(judged: int) -> float:
     return 1.0 - (1.0 - DSR_THRESHOLD) / max(judged, 1)
 
 
+def expected_max_z(n_trials: float) -> float:
+    """The standardized expected maximum of `n_trials` independent Sharpe ratios under the null (Bailey & Lopez
+    de Prado 2014), for a fractional (effective) number of trials too: 0 for one trial or fewer, and never
+    below 0 (the approximation is for many trials; between 1 and 1.3 it would go negative)."""
+    if n_trials <= 1:
+        return 0.0
+    value = ((1 - EULER_GAMMA) * norm.ppf(1 - 1 / n_trials)
+             + EULER_GAMMA * norm.ppf(1 - 1 / (n_trials * math.e)))
+    return max(float(value), 0.0)
+
+
+def distinct_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """The columns, each series once: a rerun that reproduced a configuration bit for bit adds no evidence and
+    must not shrink the spread of trial Sharpes."""
+    seen: set[bytes] = set()
+    keep = []
+    for column in range(frame.shape[1]):
+        values = np.ascontiguousarray(frame.iloc[:, column].to_numpy(dtype=np.float64))
+        digest = hashlib.sha1(values.tobytes()).digest()
+        keep.append(digest not in seen)
+        seen.add(digest)
+    return frame.loc[:, keep]
+
+
+def participation_ratio(returns: pd.DataFrame) -> float:
+    """The effective number of independent series: (sum of the correlation matrix's eigenvalues)^2 / (sum of their
+    squares) = M^2 / sum(C_ij^2). It is 1 for identical series and M for uncorrelated ones, continuous in
+    between, and needs no threshold or random restarts (docs/verdicts.md: why not clustering). Correlations are
+    pairwise over the rows two series share; two that share none count as uncorrelated."""
+    columns = distinct_columns(returns)
+    m = columns.shape[1]
+    if m <= 1:
+        return float(m)
+    corr = columns.corr(min_periods=3).to_numpy()
+    corr = np.nan_to_num(corr, nan=0.0)
+    np.fill_diagonal(corr, 1.0)
+    return float(m * m / np.sum(corr * corr))
+
+
 def _edge(baseline: str, agent_series: list[pd.Series], base: pd.Series, trial_returns: pd.DataFrame,
-          n_configurations: int, wins: int, folds: int, periods_per_year: float, threshold: float) -> Edge:
-    trial_sharpes = [per_period_sharpe((trial_returns[c] - base).to_numpy()) for c in trial_returns]
+          n_tried: int, n_effective: float, wins: int, folds: int, periods_per_year: float,
+          threshold: float) -> Edge:
+    excess_of_trials = trial_returns.reindex(base.index).sub(base, axis=0)
+    trial_sharpes = [per_period_sharpe(excess_of_trials[c].dropna().to_numpy()) for c in excess_of_trials]
     variance = float(np.var(trial_sharpes, ddof=1)) if len(trial_sharpes) > 1 else 0.0
-    results = []
+    effective_star = math.sqrt(variance) * expected_max_z(n_effective)
+    results, effective = [], []
     for series in agent_series:
         excess = (series - base).to_numpy()
         if np.ptp(excess) == 0:  # e.g. an agent that never trades, against flat: no evidence either way
             continue
         try:
-            results.append(deflated_sharpe_ratio_full(excess, n_trials=n_configurations, var_sharpe=variance))
+            results.append(deflated_sharpe_ratio_full(excess, n_trials=n_tried, var_sharpe=variance))
+            effective.append(probabilistic_sharpe_ratio(excess, benchmark_skill=effective_star))
         except ValueError:  # moments too extreme for PSR's normal approximation: no claim from this seed
             continue
     scale = math.sqrt(periods_per_year)
@@ -195,7 +275,8 @@ def _edge(baseline: str, agent_series: list[pd.Series], base: pd.Series, trial_r
         return Edge(baseline, float("nan"), 0.0, float("nan"), wins, folds, threshold)
     return Edge(baseline, float(np.median([r.dsr for r in results])),
                 float(np.median([r.observed_sr for r in results])) * scale,
-                float(np.median([r.sr_star for r in results])) * scale, wins, folds, threshold)
+                float(np.median([r.sr_star for r in results])) * scale, wins, folds, threshold,
+                float(np.median(effective)))
 
 
 def _fold_rows(fold: int, members: list[ScoredTrial], point: str) -> dict[tuple[int, str], dict[str, Any]]:
@@ -213,9 +294,19 @@ def _fold_rows(fold: int, members: list[ScoredTrial], point: str) -> dict[tuple[
     return rows
 
 
+def configuration_series(trial_returns: pd.DataFrame) -> pd.DataFrame:
+    """One column per configuration: the mean of its seeds' columns ("<configuration> | seed <s>")."""
+    if trial_returns.empty:
+        return trial_returns
+    names = [column.rsplit(" | seed ", 1)[0] for column in trial_returns.columns]
+    return trial_returns.T.groupby(names, sort=False).mean().T
+
+
 def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
-                  threshold: float = DSR_THRESHOLD) -> Verdict:
-    """The verdict of one group's trials (see the module docstring); `threshold`: the DSR an edge needs."""
+                  threshold: float = DSR_THRESHOLD, prior: PriorTrials | None = None) -> Verdict:
+    """The verdict of one group's trials (see the module docstring); `threshold`: the DSR an edge needs; `prior`:
+    what the trials ledger holds of earlier attempts on the same data and windows."""
+    prior = prior or PriorTrials()
     if not trials or any(t.report.returns is None for t in trials):
         raise ValueError("a verdict needs test-period returns for every trial")
     folds = sorted({t.fold for t in trials})
@@ -234,18 +325,23 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
     baselines = [name for name in trials[0].report.table.index if name != AGENT]
     trial_returns = _trial_series(trials, folds)
     n_configurations = len({t.point for t in trials})
+    n_tried = n_configurations + prior.configurations
+    every_trial = distinct_columns(pd.concat([trial_returns, prior.trial_returns], axis=1))
+    n_effective = participation_ratio(pd.concat([configuration_series(trial_returns),
+                                                 prior.configuration_returns], axis=1))
     agent_sharpes = per_fold.xs(AGENT, level="strategy")["sharpe"]
     edges = []
     for name in baselines:
         base_sharpes = per_fold.xs(name, level="strategy")["sharpe"]
         wins = int((agent_sharpes > base_sharpes).sum())
         base = _stitch([chosen[fold][0] for fold in folds], name)
-        edges.append(_edge(name, agent_series, base, trial_returns, n_configurations, wins, len(folds),
+        edges.append(_edge(name, agent_series, base, every_trial, n_tried, n_effective, wins, len(folds),
                            periods_per_year, threshold))
     summary = _summary(chosen, per_fold, baselines, edges)
-    return Verdict(per_fold=per_fold, summary=summary, edges=edges, pbo=_pbo(trial_returns),
+    return Verdict(per_fold=per_fold, summary=summary, edges=edges,
                    returns=trial_returns, selected=selected, n_folds=len(folds), n_seeds=len(seeds),
-                   n_configurations=n_configurations, threshold=threshold)
+                   n_configurations=n_configurations, threshold=threshold, n_tried=n_tried, n_effective=n_effective,
+                   attempt=prior.attempts + 1, ledger_note=prior.note)
 
 
 def _summary(chosen: dict[int, list[ScoredTrial]], per_fold: pd.DataFrame,

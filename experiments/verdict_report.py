@@ -52,7 +52,7 @@ def print_verdict(console: Console, verdict: Verdict, title: str) -> None:
     for edge in verdict.edges:
         if np.isfinite(edge.sharpe_star):
             console.print(f"  vs {edge.baseline}: excess Sharpe {edge.sharpe:.2f} (annualized) against "
-                          f"{edge.sharpe_star:.2f} that luck reaches over {verdict.n_configurations} configuration(s)")
+                          f"{edge.sharpe_star:.2f} that luck reaches over {verdict.n_tried} configuration(s)")
 
 
 def plot_folds(verdict: Verdict, scored: list[tuple[Trial, EvaluationReport]], path: Path) -> Path:

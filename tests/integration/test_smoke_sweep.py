@@ -155,3 +155,42 @@ def test_piped_output_shows_progress_and_no_noise(smoke_run):
         assert noise not in stdout and noise not in stderr, noise
     command = next(line.split()[0] for line in stdout.splitlines() if " ui --backend-store-uri " in line)
     assert command.endswith("mlflow") and (REPO / command).is_file()  # runs as printed, venv not activated
+
+
+@pytest.fixture(scope="module")
+def second_run(smoke_run):
+    """The same command again, into the same tracking store: the trials ledger's attempt 2."""
+    _, client, out = smoke_run
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "conf/dqn_btc.yaml", "--smoke-test", "--no-dashboard",
+         "--output", str(out), "--set", f"tracking.tracking_uri={client.tracking_uri}",
+         "--set", "tracking.experiment_name=smoke"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_a_second_invocation_is_attempt_2_deflated_by_the_ledger(smoke_run, second_run):
+    """Every scored configuration is recorded in the tracking store's trials ledger, keyed by the data's content
+    and the test windows; the next verdict on them counts it. The features came from the run's feature store,
+    and which features mattered is logged from validation data."""
+    _, client, out = smoke_run
+    code, stdout, stderr = second_run
+    assert code == 0, stderr[-2000:]
+    first = (out / "stdout.txt").read_text()
+    assert "verdict over attempt 1 on these windows: 1 configuration(s) tried, effective 1.0" in first
+    assert "verdict over attempt 2 on these windows: 2 configuration(s) tried (1 in this run)" in stdout
+    assert "features: 8 columns of 8 feature(s), warm-up 96 bars; read from the feature store" in stdout
+    ledger = client.get_experiment_by_name("trials-ledger")
+    counts = {k.rsplit(".", 1)[1]: v for k, v in ledger.tags.items() if k.startswith("ledger.")}
+    assert counts["attempts"] == "2" and counts["configurations"] == "2" and "BTC-USD 1h" in counts["data"]
+    parents = sorted((r for r in client.search_runs([client.get_experiment_by_name("smoke").experiment_id])
+                      if r.data.tags.get("role") == "sweep"), key=lambda r: r.info.start_time)
+    before, after = (p.data.metrics for p in parents)
+    assert (before["verdict/attempt"], after["verdict/attempt"]) == (1.0, 2.0)
+    assert after["verdict/configurations_tried"] == 2.0
+    assert all(after[f"verdict/dsr/{b}"] <= before[f"verdict/dsr/{b}"] + 1e-12
+               for b in ("buy_and_hold", "flat", "sma_24_96") if f"verdict/dsr/{b}" in before)
+    importance = {a.path for a in client.list_artifacts(parents[1].info.run_id, "importance")}
+    assert {"importance/importance.csv", "importance/importance.png"} <= importance
+    assert "features that mattered (validation return drop when permuted" in stdout
+    assert len(list((out / "features").glob("*.arrow"))) == 1
