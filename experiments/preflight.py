@@ -15,6 +15,7 @@ from typing import Any, Callable
 from rich.console import Console
 
 import envs
+from envs.errors import InputError
 from experiments.checks import ENV_CONFIG_PREFIX
 from experiments.config import ExperimentConfig, load_experiment
 from experiments.hardware import HardwarePreset, PlanEstimate, ResourcePlan, estimate, resolve_plan, select_preset
@@ -30,6 +31,8 @@ SMOKE_OVERRIDES = [
     "tune.stop={training_iteration: 2}",
     "tune.checkpoint.frequency=1",
     "reporting.min_sample_timesteps_per_iteration=200",
+    # Two short iterations never get past exploration: a smoke test keeps every iteration eligible.
+    "tune.checkpoint.select.after_exploration=false",
 ]
 
 
@@ -70,9 +73,23 @@ def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
 def load(conf: Path, overrides: list[str], smoke_test: bool) -> ExperimentConfig:
     """The experiment as it will run: the file, its --set overrides and, for a smoke test, the smoke budget."""
     if not smoke_test:
-        return load_experiment(conf, overrides)
-    spec = load_experiment(conf, overrides).spec  # the algorithm may come from --set or extends
-    return smoke_version(load_experiment(conf, [*SMOKE_OVERRIDES, *spec.smoke_overrides, *overrides]))
+        exp = load_experiment(conf, overrides)
+    else:
+        spec = load_experiment(conf, overrides).spec  # the algorithm may come from --set or extends
+        exp = smoke_version(load_experiment(conf, [*SMOKE_OVERRIDES, *spec.smoke_overrides, *overrides]))
+    check_selection(exp, str(conf))
+    return exp
+
+
+def check_selection(exp: ExperimentConfig, source: str) -> None:
+    """A rule that keeps only checkpoints after exploration needs trials that get there."""
+    if not exp.tune.checkpoint.select.after_exploration:
+        return
+    explore, budget = exp.spec.exploration_steps(exp.training), env_steps_per_trial(exp)
+    if explore >= budget:
+        raise InputError(f"{source}: tune.checkpoint.select.after_exploration: exploration decays at {explore} env "
+                         f"steps but a trial stops at about {budget}, so no checkpoint would be eligible: end the "
+                         "exploration schedule earlier, train longer, or set after_exploration: false")
 
 
 def prepare_data(exp: ExperimentConfig, fetch: bool, log: Callable[[str], None]) -> list[str]:

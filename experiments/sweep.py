@@ -6,6 +6,7 @@ report each searched value (`trial.evaluated_params`) and can log it under its Y
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -176,6 +177,9 @@ def fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
     # Tune's newer console output ignores verbose=0: it prints a configuration box and a TensorBoard hint
     # (TensorBoard is not installed). Our own progress (experiments/progress.py) replaces it.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune's TensorBoard logger warns at every -inf selection score: an iteration a checkpoint rule leaves out
+    # (tune.checkpoint.select) gets the worst score on purpose.
+    logging.getLogger("tensorboardX.x2num").setLevel(logging.ERROR)
     previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     try:
         results = tuner.fit()

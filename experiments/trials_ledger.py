@@ -30,12 +30,16 @@ from typing import Iterator
 
 import pandas as pd
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from experiments.verdict import PriorTrials, configuration_series
 
 LEDGER_EXPERIMENT = "trials-ledger"
 _META = "trials_ledger"  # the parquet attrs key of an attempt's metadata
+NOTE = ("The trials ledger: every configuration scored on a dataset's test windows, one artifact per attempt and "
+        "per-dataset tags ledger.<key>.*; no runs. Verdicts on the same data and windows are deflated by all of "
+        "them (docs/verdicts.md, 'The trials ledger').")
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,11 @@ class TrialsLedger:
                 if self.tracking_uri.startswith("sqlite:///"):  # next to the store, like the runs' artifacts
                     location = (Path(self.tracking_uri.removeprefix("sqlite:///")).parent / "artifacts" /
                                 LEDGER_EXPERIMENT).as_uri()
-                self._experiment_id = self.client.create_experiment(LEDGER_EXPERIMENT, artifact_location=location)
+                try:
+                    self._experiment_id = self.client.create_experiment(
+                        LEDGER_EXPERIMENT, artifact_location=location, tags={"mlflow.note.content": NOTE})
+                except MlflowException:  # another run created it a moment ago
+                    self._experiment_id = self.client.get_experiment_by_name(LEDGER_EXPERIMENT).experiment_id
         return self._experiment_id
 
     def _repository(self):

@@ -195,7 +195,10 @@ def _symbol_columns(frame: pd.DataFrame, symbol: str | None, path: Path) -> pd.D
         raise InputError(f"{path}: a table of several assets needs its time as the first column; found "
                          f"{time_column!r} there")
     picked = {c: field for c, (owner, field) in split.items() if owner == asset}
-    return frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
+    table = frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
+    # An asset listed after the table starts has empty rows before its first bar: they are not bars of it.
+    priced = table[[c for c in PRICE_COLUMNS if c in table]].apply(pd.to_numeric, errors="coerce").notna().any(axis=1)
+    return table[priced.cumsum().to_numpy() > 0]
 
 
 def _parse_times(values: pd.Series, path: Path, column: str) -> pd.DatetimeIndex:

@@ -141,6 +141,7 @@ class Market:
     feature_groups: tuple[str, ...] = ()  # the feature (set item) of each column: permuted together for importance
     feature_warmup: int = 0               # bars before the first row at which every feature is complete
     feature_warmups: tuple[tuple[str, int], ...] = ()  # (feature, its warm-up in bars), in the list's order
+    feature_notes: tuple[str, ...] = ()   # what reading the features' inputs did (e.g. a series turned around)
     feature_origin: str = "computed"      # computed | cache | memory (envs.trading.features.store)
     feature_key: str = ""
     data_digest: str = ""                 # of the bars' content: names the data in the trials ledger
@@ -208,6 +209,7 @@ def load_market(cfg: TradingConfig) -> Market:
         feature_groups=raw.groups,
         feature_warmup=raw.warmup,
         feature_warmups=tuple(raw.warmups().items()),
+        feature_notes=raw.notes,
         feature_origin=origin,
         feature_key=key,
         data_digest=str(bars.attrs.get("digest", key)),
@@ -324,7 +326,7 @@ class SpotTradingEnv(gym.Env):
         listed = ", ".join(f"{group} {bars}" for group, bars in market.feature_warmups)
         return [f"features: {len(market.feature_names)} columns of {len(market.feature_warmups)} feature(s), "
                 f"warm-up {market.feature_warmup} bars; {where[market.feature_origin]}{stored}",
-                f"  each feature's warm-up in bars: {listed}"]
+                f"  each feature's warm-up in bars: {listed}", *(f"  note: {note}" for note in market.feature_notes)]
 
     def split_periods(self) -> dict[str, tuple[str, str]]:
         return split_periods(self.market)

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = table.groupby("market")[columns].mean()
     summary.loc["all trials"] = table[columns].mean()
     summary.loc["standard error (all)"] = table[columns].std(ddof=1) / np.sqrt(len(table))
-    best = table[[r.name for r in RULES]].sub(table["best (raw)"], axis=0)
+    best = table[columns].sub(table["best (raw)"], axis=0)
     summary.loc["paired diff vs best (raw), mean"] = best.mean()
     summary.loc["paired diff vs best (raw), s.e."] = best.std(ddof=1) / np.sqrt(len(table))
     print(f"validation_b return of the checkpoint each rule keeps ({len(table)} trials)")

@@ -90,3 +90,29 @@ def test_the_feature_store_gives_back_what_was_computed_and_is_keyed_by_content(
     assert other.feature_key != first.feature_key and other.feature_origin == "computed"
     assert len(list((tmp_path / "features").glob("*.arrow"))) == 2
     assert not list((tmp_path / "features").glob("*.tmp"))
+
+
+def test_importance_is_the_validation_return_lost_when_one_feature_is_permuted():
+    """A policy that reads one feature loses return only when that feature is permuted."""
+    import numpy as np
+
+    from envs.trading.env import SpotTradingEnv
+    from envs.trading.importance import permutation_importance
+
+    config = {"window": 1, "decision_interval": 24}
+    env = SpotTradingEnv({**config, "split": "validation"})
+    column = env.market.feature_names.index("trend_24")
+
+    def policy(observations: np.ndarray) -> np.ndarray:  # long when the close is above its 24-bar mean
+        return (observations[:, column] > 0).astype(np.int64)
+
+    table = permutation_importance(policy, config, repeats=2)
+    assert list(table.index) == list(env.market.feature_names)
+    others = table.drop(index="trend_24")["drop_mean"]
+    assert (others == 0.0).all() and table.loc["trend_24", "drop_mean"] != 0.0
+
+
+@pytest.mark.parametrize("conf", sorted((REPO / "conf" / "study").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_hypothesis_of_the_study_dry_runs(conf, tmp_path, capsys):
+    assert main([str(conf), "--dry-run", "--output", str(tmp_path)]) == 0
+    assert "features:" in capsys.readouterr().out

@@ -3,8 +3,9 @@
 Judged one by one, at least one of thirty noise hypotheses passes the verdict: that is the luck a user who
 tries thirty ideas and keeps the best is fooled by. Through the ledger (a real MLflow store on disk), each
 verdict is deflated by every configuration tried before it on the same data and windows, and none passes.
-The hypotheses are persistent random long/flat positions on a seeded random walk, with fees; their
-out-of-sample returns are simulated, as the verdict would receive them from 30 sweeps that do not fit in CI.
+The hypotheses (experiments/ledger_canary.py) are persistent random long/flat positions on a seeded random walk,
+with fees; their out-of-sample returns are simulated, as the verdict would receive them from 30 sweeps that do
+not fit in CI.
 """
 from __future__ import annotations
 
@@ -13,62 +14,12 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from envs.report import EvaluationReport
+from experiments.ledger_canary import CONFIGURATIONS, FOLDS, HOURS_PER_YEAR, HYPOTHESES, BARS
+from experiments.ledger_canary import hypothesis as _hypothesis
+from experiments.ledger_canary import random_walk_market as _market
+from experiments.ledger_canary import supported as _supported
 from experiments.trials_ledger import LedgerKey, LedgerRun, TrialsLedger
-from experiments.verdict import ScoredTrial, Verdict, build_verdict, per_period_sharpe
-
-FOLDS, BARS, HOURS_PER_YEAR = 4, 1500, 8760
-FEE = 0.0012  # 10 bps fee + 2 bps slippage per change of position
-HYPOTHESES, CONFIGURATIONS, SEEDS = 30, 2, 2
-
-
-def _market(seed: int) -> tuple[pd.DatetimeIndex, np.ndarray, dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    log_returns = rng.normal(0.0, 0.01, FOLDS * BARS)
-    prices = 100.0 * np.exp(np.cumsum(log_returns))
-    close = pd.Series(prices)
-    sma = (close.rolling(24, min_periods=1).mean() > close.rolling(96, min_periods=1).mean()).to_numpy(float)
-    baselines = {"buy_and_hold": log_returns, "flat": np.zeros_like(log_returns), "sma_24_96": _returns(sma, log_returns)}
-    index = pd.date_range("2030-01-01", periods=FOLDS * BARS, freq="h", tz="UTC")
-    return index, log_returns, baselines
-
-
-def _returns(positions: np.ndarray, log_returns: np.ndarray) -> np.ndarray:
-    """Decided at bar t-1, held through bar t; a change of position pays the fee."""
-    held = np.r_[0.0, positions[:-1]]
-    return held * log_returns - FEE * np.abs(np.diff(np.r_[0.0, held]))
-
-
-def _report(frame: pd.DataFrame) -> EvaluationReport:
-    table = pd.DataFrame({name: {"total_return": float(np.expm1(frame[name].sum())),
-                                 "sharpe": per_period_sharpe(frame[name].to_numpy()) * np.sqrt(HOURS_PER_YEAR),
-                                 "trades": float(np.count_nonzero(frame[name].to_numpy() < -FEE / 2))}
-                          for name in frame}).T
-    return EvaluationReport("canary", table, {}, np.exp(frame.cumsum()), "equity", returns=frame,
-                            periods_per_year=HOURS_PER_YEAR, data_digest="random-walk", data_label="RANDOM WALK")
-
-
-def _hypothesis(number: int, market: tuple) -> list[ScoredTrial]:
-    """Two configurations x two seeds x four folds of persistent random positions: noise, whatever they are called."""
-    index, log_returns, baselines = market
-    rng = np.random.default_rng(1000 + number)
-    trials = []
-    for configuration in range(CONFIGURATIONS):
-        for seed in range(SEEDS):
-            switches = rng.random(len(log_returns)) < 1 / 48
-            positions = np.cumsum(switches) % 2.0
-            agent = _returns(positions, log_returns)
-            for fold in range(FOLDS):
-                rows = slice(fold * BARS, (fold + 1) * BARS)
-                frame = pd.DataFrame({"agent": agent[rows], **{k: v[rows] for k, v in baselines.items()}},
-                                     index=index[rows])
-                trials.append(ScoredTrial(fold, seed, f"hypothesis {number} config {configuration}",
-                                          float(rng.normal()), _report(frame)))
-    return trials
-
-
-def _supported(verdict: Verdict) -> list[str]:
-    return [edge.baseline for edge in verdict.edges if edge.supported]
+from experiments.verdict import build_verdict
 
 
 def test_thirty_noise_hypotheses_pass_one_by_one_but_not_through_the_ledger(tmp_path):

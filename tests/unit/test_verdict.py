@@ -159,3 +159,31 @@ def test_the_printed_verdict_keeps_its_caveats_and_bracketed_choices():
     text = console.export_text()
     assert "[one seed: not enough for a verdict]:" in text
     assert "chosen on validation: fcnet_hiddens=[64, 64]" in text
+
+
+def test_expected_max_is_purgedcv_s_for_whole_trials_and_grows_smoothly_between():
+    from purgedcv import deflated_sharpe_ratio_full
+
+    from experiments.verdict import expected_max_z
+
+    rng = np.random.default_rng(0)
+    returns = rng.normal(0.001, 0.01, 300)
+    for n in (1, 2, 7, 40):
+        assert expected_max_z(n) == pytest.approx(
+            deflated_sharpe_ratio_full(returns, n_trials=n, var_sharpe=1.0).expected_max_z, abs=1e-12)
+    values = [expected_max_z(n) for n in np.linspace(1.0, 5.0, 41)]
+    assert values[0] == 0.0 and all(b >= a for a, b in zip(values, values[1:]))
+
+
+def test_participation_ratio_counts_independent_series_and_absorbs_copies():
+    from experiments.verdict import distinct_columns, participation_ratio
+
+    rng = np.random.default_rng(1)
+    independent = pd.DataFrame(rng.normal(size=(5000, 4)), columns=list("abcd"))
+    assert participation_ratio(independent) == pytest.approx(4.0, rel=0.01)
+    copies = pd.concat([independent, independent.add_prefix("again ")], axis=1)
+    assert distinct_columns(copies).shape[1] == 4 and participation_ratio(copies) == pytest.approx(4.0, rel=0.01)
+    r = 0.8
+    correlated = pd.DataFrame({"x": independent["a"], "y": r * independent["a"] + math.sqrt(1 - r * r) * independent["b"]})
+    assert participation_ratio(correlated) == pytest.approx(2 / (1 + r * r), rel=0.02)
+    assert participation_ratio(independent[["a"]]) == 1.0

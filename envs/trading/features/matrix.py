@@ -44,6 +44,7 @@ class RawFeatures:
     names: tuple[str, ...]
     groups: tuple[str, ...]     # the feature each column belongs to (a multi-output indicator's columns share one)
     first_valid: np.ndarray     # (columns,) the row of each column's first complete value
+    notes: tuple[str, ...] = ()  # what reading its inputs did that a user should know (e.g. repeated rows dropped)
 
     @property
     def warmup(self) -> int:
@@ -75,18 +76,19 @@ class _Column:
     first_valid: int
 
 
-def build_raw(items: tuple[Item, ...], bars: pd.DataFrame, timeframe: str, where: str,
-              digests: dict[str, str] | None = None) -> RawFeatures:
+def build_raw(items: tuple[Item, ...], bars: pd.DataFrame, timeframe: str, where: str) -> RawFeatures:
     """The feature matrix of `items` on `bars` (see the module docstring); InputError naming the item."""
-    columns = _columns(items, bars, timeframe, where, "", digests if digests is not None else {})
+    notes: list[str] = []
+    columns = _columns(items, bars, timeframe, where, "", notes)
     if not columns:
-        return RawFeatures(np.zeros((len(bars), 0)), (), (), np.zeros(0, dtype=np.int64))
+        return RawFeatures(np.zeros((len(bars), 0)), (), (), np.zeros(0, dtype=np.int64), tuple(notes))
     return RawFeatures(np.column_stack([c.values for c in columns]), tuple(c.name for c in columns),
-                       tuple(c.group for c in columns), np.array([c.first_valid for c in columns], dtype=np.int64))
+                       tuple(c.group for c in columns), np.array([c.first_valid for c in columns], dtype=np.int64),
+                       tuple(notes))
 
 
 def _columns(items: tuple[Item, ...], frame: pd.DataFrame, timeframe: str, where: str, prefix: str,
-             digests: dict[str, str]) -> list[_Column]:
+             notes: list[str]) -> list[_Column]:
     out: list[_Column] = []
     for index, item in enumerate(items):
         at = f"{where}[{index}]"
@@ -99,7 +101,7 @@ def _columns(items: tuple[Item, ...], frame: pd.DataFrame, timeframe: str, where
             out += [_Column(prefix + name, label, values, item.first_valid)
                     for name, values in zip(item.columns(), item.compute(market))]
         else:
-            out += BLOCKS[item.kind](item, frame, timeframe, at, prefix, digests)
+            out += BLOCKS[item.kind](item, frame, timeframe, at, prefix, notes)
     return out
 
 
@@ -126,7 +128,7 @@ def _before_start(columns: list[_Column], block: Block) -> list[_Column]:
 
 
 def _resample(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
-              digests: dict[str, str]) -> list[_Column]:
+              notes: list[str]) -> list[_Column]:
     step, base = timeframe_delta(block.source), timeframe_delta(timeframe)
     if step <= base or step % base:
         coarser = [name for name, delta in TIMEFRAMES.items() if delta > base and not delta % base]
@@ -135,15 +137,14 @@ def _resample(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix
     if "open" not in frame.columns:
         raise InputError(f"{at}: resample: only bars can be resampled, not an outside series")
     higher = resample_bars(frame, block.source, timeframe)
-    child = _columns(block.children, higher, block.source, f"{at}.features", f"{prefix}{block.label}:", digests)
+    child = _columns(block.children, higher, block.source, f"{at}.features", f"{prefix}{block.label}:", notes)
     close_times = (higher.index + step).asi8
     return _before_start(_align(child, close_times, frame.index.asi8), block)
 
 
 def _asset(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
-           digests: dict[str, str]) -> list[_Column]:
+           notes: list[str]) -> list[_Column]:
     other = load_bars(block.source)
-    digests[block.source] = other.attrs["digest"]
     declared = other.attrs.get("timeframe")
     spacing = bar_spacing(other.index)
     own = declared or next((name for name, delta in TIMEFRAMES.items() if delta == spacing), str(spacing))
@@ -154,7 +155,7 @@ def _asset(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: s
     if other.index[-1] < frame.index[-1]:
         raise InputError(f"{at}: asset: {block.source} ends at {other.index[-1]}, before the data's last bar "
                          f"{frame.index[-1]}: use a file that covers the data's range")
-    child = _columns(block.children, other, timeframe, f"{at}.features", f"{prefix}{block.label}:", digests)
+    child = _columns(block.children, other, timeframe, f"{at}.features", f"{prefix}{block.label}:", notes)
     columns = _align(child, other.index.asi8, frame.index.asi8)
     absent = ~np.isin(frame.index.asi8, other.index.asi8) & (frame.index.asi8 >= other.index.asi8[0])
     policy = block.option("missing", "ffill")
@@ -169,16 +170,17 @@ def _asset(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: s
 
 
 def _series(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
-            digests: dict[str, str]) -> list[_Column]:
+            notes: list[str]) -> list[_Column]:
     series = load_series(block.source, block.option("column"), block.option("nan", "error"), at)
-    digests[block.source] = series.digest
+    if series.note:
+        notes.append(f"{block.label}: {series.note}")
     lag = pd.Timedelta(block.option("lag"))
     published = series.frame.index + lag
     spacing = bar_spacing(series.frame.index) if len(series.frame) > 1 else pd.Timedelta(0)
     if published[-1] + 3 * spacing < frame.index[-1]:
         raise InputError(f"{at}: series: {block.source}'s last value is published at {published[-1]}, long before "
                          f"the data's last bar {frame.index[-1]}: extend the series, or cut the data")
-    child = _columns(block.children, series.frame, timeframe, f"{at}.features", f"{prefix}{block.label}:", digests)
+    child = _columns(block.children, series.frame, timeframe, f"{at}.features", f"{prefix}{block.label}:", notes)
     return _before_start(_align(child, published.asi8, frame.index.asi8), block)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from envs.trading.data import digest_of, read_bytes
+from envs.trading.data import read_bytes
 
 TIME_COLUMNS = ("timestamp", "time", "date", "datetime", "Date", "Timestamp", "Time", "Datetime")
 # Epoch numbers by size: a stamp after 2001 in seconds is above 1e9, in ms above 1e12, in us above 1e15.
@@ -27,7 +27,6 @@ _EPOCH_UNITS = ((1e17, "ns"), (1e14, "us"), (1e11, "ms"), (0, "s"))
 class Series:
     frame: pd.DataFrame  # index: UTC timestamps, one column `close`
     column: str
-    digest: str          # of the file's bytes: caches are keyed by content
     note: str            # what loading did that the user should know (repeats dropped, order turned around)
 
 
@@ -58,8 +57,7 @@ def _read_frame(data: bytes, source: str) -> pd.DataFrame:
 
 def load_series(source: str, column: str | None, nan: str, where: str) -> Series:
     """The series in `source` (a path or s3:// URI), checked; InputError naming the file and the fix."""
-    data = read_bytes(source, "series")
-    frame = _read_frame(data, source)
+    frame = _read_frame(read_bytes(source, "series"), source)
     if frame.empty:
         raise InputError(f"{source}: no rows: an outside series needs values")
     time_column = next((c for c in TIME_COLUMNS if c in frame.columns), None)
@@ -102,7 +100,7 @@ def load_series(source: str, column: str | None, nan: str, where: str) -> Series
     frame = _apply_nan_policy(frame, nan, source, where)
     if not np.isfinite(frame["close"].to_numpy()).all():
         raise InputError(f"{source}: infinite values in {column!r}: fix the export")
-    return Series(frame, column, digest_of(data), "; ".join(notes))
+    return Series(frame, column, "; ".join(notes))
 
 
 def _apply_nan_policy(frame: pd.DataFrame, nan: str, source: str, where: str) -> pd.DataFrame:

@@ -96,11 +96,12 @@ class FeatureStore:
         values = np.empty((table.num_rows, table.num_columns))
         for index, column in enumerate(table.columns):
             values[:, index] = column.to_numpy()
-        return RawFeatures(values, tuple(meta["names"]), tuple(meta["groups"]), np.array(meta["first_valid"],
-                                                                                          dtype=np.int64))
+        return RawFeatures(values, tuple(meta["names"]), tuple(meta["groups"]),
+                           np.array(meta["first_valid"], dtype=np.int64), tuple(meta["notes"]))
 
     def put(self, key: str, raw: RawFeatures) -> None:
-        meta = {"names": list(raw.names), "groups": list(raw.groups), "first_valid": raw.first_valid.tolist()}
+        meta = {"names": list(raw.names), "groups": list(raw.groups), "first_valid": raw.first_valid.tolist(),
+                "notes": list(raw.notes)}
         table = pa.table({f"c{i}": raw.values[:, i] for i in range(raw.values.shape[1])})
         table = table.replace_schema_metadata({"features": json.dumps(meta)})
         sink = pa.BufferOutputStream()
@@ -135,7 +136,7 @@ def market_features(items: tuple[Item, ...], bars: pd.DataFrame, timeframe: str,
         raw = store.get(key) if store else None
         origin = "cache"
         if raw is None:
-            raw, origin = build_raw(items, bars, timeframe, where, digests), "computed"
+            raw, origin = build_raw(items, bars, timeframe, where), "computed"
     if check is not None:
         check(raw)
     if origin == "computed" and store_uri:

@@ -39,8 +39,10 @@ _TWO_SERIES = {"price0", "price1"}
 _SCALES = ("level", "price", "price2", "volume", "none")
 
 
+@functools.lru_cache(maxsize=16)
 def _probe_market(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """A seeded random-walk market with consistent OHLCV: what refusals, warm-ups and scales are measured on."""
+    """A seeded random-walk market with consistent OHLCV: what refusals, warm-ups and scales are measured on
+    (cached; callers slice or scale it into new arrays, never write into it)."""
     rng = np.random.default_rng(seed)
     close = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, n)))
     open_ = np.r_[close[0], close[:-1]] * np.exp(rng.normal(0.0, 0.001, n))
