@@ -109,11 +109,15 @@ def with_explicit_endpoint(uri: str, where: str, environ: Mapping[str, str] = os
 
 
 def explicit_endpoints(env_config: dict[str, Any], where: str, environ: Mapping[str, str] = os.environ) -> None:
-    """Every s3:// value of an env config (e.g. a data_path) checked and given the environment's endpoint,
-    in place: the env reads it on whatever node its trial runs, where that environment may differ."""
+    """Every s3:// value of an env config, at any depth (a data_path, an asset: file in a feature list), checked and
+    given the environment's endpoint, in place: the env reads it on whatever node its trial runs, where that
+    environment may differ."""
     for key, value in env_config.items():
         if isinstance(value, str) and is_s3(value):
             env_config[key] = with_explicit_endpoint(value, f"{where}.{key}", environ)
+        for index, child in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(child, dict):
+                explicit_endpoints(child, f"{where}.{key}" + (f"[{index}]" if isinstance(value, list) else ""), environ)
 
 
 @dataclass(frozen=True)
