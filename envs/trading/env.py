@@ -29,7 +29,7 @@ from envs.splits import Fold, Protocol
 from envs.trading.data import timeframe_delta
 from envs.trading.features import DEFAULT_FEATURES, FeatureSet, RawFeatures, market_features, normalize
 from envs.trading.features.spec import parse_features_json
-from envs.trading.features.store import FeatureStore
+from envs.trading.features.store import FeatureStore, bars_digest
 from envs.trading.ledger import DEFAULT_MAINTENANCE_MARGIN, Ledger
 from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
 from envs.validation import StrictModel, validate
@@ -212,7 +212,7 @@ def load_market(cfg: TradingConfig) -> Market:
         feature_notes=raw.notes,
         feature_origin=origin,
         feature_key=key,
-        data_digest=str(bars.attrs.get("digest", key)),
+        data_digest=bars_digest(bars),
     )
 
 

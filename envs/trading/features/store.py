@@ -32,6 +32,7 @@ from envs.trading.features.spec import Block, Item, TransformFeature, file_sourc
 from envs.trading.features.talib_functions import TaFeature
 
 _memory: dict[str, RawFeatures] = {}
+_stored: set[tuple[str, str]] = set()  # (store, key) known to be in a store: no need to look again in this process
 
 
 @functools.cache
@@ -80,6 +81,13 @@ class FeatureStore:
     def display(self, key: str) -> str:
         return self._location(key).split("?")[0]
 
+    def has(self, key: str) -> bool:
+        location = self._location(key)
+        if not is_uri(location):
+            return Path(location).exists()
+        filesystem, inner = pafs.FileSystem.from_uri(location)
+        return filesystem.get_file_info(inner).type != pafs.FileType.NotFound
+
     def get(self, key: str) -> RawFeatures | None:
         location = self._location(key)
         try:
@@ -127,24 +135,43 @@ def market_features(items: tuple[Item, ...], bars: pd.DataFrame, timeframe: str,
     `check(raw)` runs before anything is stored, so a refused matrix is never written. Returns the matrix, where
     it came from (memory, cache, computed) and its key."""
     what = f"file of an asset: or series: block of {where} (relative paths resolve against the experiment file's folder)"
-    digests = {source: digest_of(read_bytes(source, what)) for source in file_sources(items)}
-    key = feature_key(items, bars.attrs.get("digest") or _content_digest(bars), timeframe, digests)
+    digests = {source: file_digest(source, what) for source in file_sources(items)}
+    key = feature_key(items, bars_digest(bars), timeframe, digests)
+    store = FeatureStore(store_uri) if store_uri else None
     if key in _memory:
         raw, origin = _memory[key], "memory"
     else:
-        store = FeatureStore(store_uri) if store_uri else None
         raw = store.get(key) if store else None
         origin = "cache"
         if raw is None:
             raw, origin = build_raw(items, bars, timeframe, where), "computed"
     if check is not None:
         check(raw)
-    if origin == "computed" and store_uri:
-        FeatureStore(store_uri).put(key, raw)
+    if store and origin != "cache" and (store_uri, key) not in _stored and not store.has(key):
+        store.put(key, raw)  # computed here, or known from another store of this process
+    if store:
+        _stored.add((store_uri, key))
     _memory[key] = raw
     return raw, origin, key
 
 
-def _content_digest(bars: pd.DataFrame) -> str:
-    """Bars that come from no file (a synthetic market) are named by their content."""
-    return digest_of(pd.util.hash_pandas_object(bars, index=True).to_numpy().tobytes())
+def bars_digest(bars: pd.DataFrame) -> str:
+    """What names bars in caches and ledgers: their file's bytes' digest (load_bars keeps it), or for bars that come
+    from no file (a synthetic market) a digest of their content."""
+    return bars.attrs.get("digest") or digest_of(pd.util.hash_pandas_object(bars, index=True).to_numpy().tobytes())
+
+
+def file_digest(source: str, what: str) -> str:
+    """The digest of a file's bytes; a local file is read once per process while its size and time stay the same."""
+    if is_uri(source):
+        return digest_of(read_bytes(source, what))
+    try:
+        stat = Path(source).stat()
+    except OSError:
+        return digest_of(read_bytes(source, what))  # says what is wrong with it
+    return _local_digest(source, stat.st_size, stat.st_mtime_ns, what)
+
+
+@functools.lru_cache(maxsize=64)
+def _local_digest(source: str, size: int, mtime_ns: int, what: str) -> str:
+    return digest_of(read_bytes(source, what))
