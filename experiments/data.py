@@ -16,7 +16,7 @@ from pathlib import Path
 
 from envs.errors import InputError
 from envs.trading.csv_import import STAMPS, canonical_symbol, import_csv
-from envs.trading.data import GAP_POLICIES, TIMEFRAMES, find_gaps, load_bars, resample_bars, save_bars, timeframe_delta
+from envs.trading.data import GAP_POLICIES, TIMEFRAMES, check_coarser, find_gaps, load_bars, resample_bars, save_bars
 from experiments.shell import runnable
 
 DEFAULT_DIR = Path("data") / "raw"
@@ -54,10 +54,7 @@ def _resample(args: argparse.Namespace) -> int:
     base = bars.attrs.get("timeframe")
     if base is None:
         raise InputError(f"{args.file}: no timeframe in the file's metadata: re-import it with --timeframe")
-    step, own = timeframe_delta(args.timeframe), timeframe_delta(base)
-    if step <= own or step % own:
-        raise InputError(f"{args.file}: holds {base} bars: --timeframe must be a multiple of it, e.g. "
-                         f"{next((n for n, d in TIMEFRAMES.items() if d > own and not d % own), 'none')}")
+    check_coarser(args.timeframe, base, f"{args.file}: --timeframe")
     symbol = bars.attrs.get("symbol", "?")
     out = args.out or Path(args.file).with_name(f"{symbol}_{args.timeframe}.parquet")
     if out.exists() and not args.force:

@@ -105,7 +105,7 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
                          "the file needs open, high, low, close")
     volume_column = next((c for c in frame.columns if BASE_VOLUME.match(c)), None) or next(
         (c for c in VOLUME_COLUMNS if c in frame.columns), None)
-    bars = pd.DataFrame(index=_parse_times(frame[time_column], path, time_column))
+    bars = pd.DataFrame(index=parse_times(frame[time_column], path, time_column))
     for column in PRICE_COLUMNS:
         bars[column] = _numeric(frame[column], path, column)
     bars["volume"] = _numeric(frame[volume_column], path, volume_column) if volume_column else 0.0
@@ -201,12 +201,14 @@ def _symbol_columns(frame: pd.DataFrame, symbol: str | None, path: Path) -> pd.D
     return table[priced.cumsum().to_numpy() > 0]
 
 
-def _parse_times(values: pd.Series, path: Path, column: str) -> pd.DatetimeIndex:
+def parse_times(values: pd.Series, path: Path | str, column: str) -> pd.DatetimeIndex:
+    """Timestamps from a column of dates or epoch numbers (bars and outside series alike), UTC; a value that is
+    neither is an InputError naming the row."""
     if pd.api.types.is_numeric_dtype(values):
         numbers = values.astype("int64")
-        # Epoch seconds, milliseconds or microseconds, decided by magnitude.
+        # Epoch seconds, milliseconds, microseconds or nanoseconds, decided by magnitude.
         magnitude = numbers.abs().max()
-        unit = "s" if magnitude < 10**11 else "ms" if magnitude < 10**14 else "us"
+        unit = "s" if magnitude < 10**11 else "ms" if magnitude < 10**14 else "us" if magnitude < 10**17 else "ns"
         return pd.DatetimeIndex(pd.to_datetime(numbers, unit=unit, utc=True))
     text = values.astype(str).str.strip()
     # CryptoDataDownload writes hours as "2019-10-17 09-AM".

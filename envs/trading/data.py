@@ -144,6 +144,15 @@ def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport,
     return filled
 
 
+def check_coarser(timeframe: str, base_timeframe: str, where: str) -> None:
+    """Bars of `timeframe` can be made from bars of `base_timeframe` only if it is a whole multiple of it."""
+    step, base = timeframe_delta(timeframe), timeframe_delta(base_timeframe)
+    if step <= base or step % base:
+        coarser = [name for name, delta in TIMEFRAMES.items() if delta > base and not delta % base]
+        raise InputError(f"{where}: {timeframe} is not a multiple of the bars' {base_timeframe}: use one of "
+                         f"{', '.join(coarser) or 'none'}")
+
+
 def resample_bars(frame: pd.DataFrame, timeframe: str, base_timeframe: str) -> pd.DataFrame:
     """OHLCV bars of `timeframe` (on its UTC grid, stamped at their open) from finer bars; empty periods (holes in
     data imported with --gaps drop) are left out, and a first or last period the data covers only partly is

@@ -27,11 +27,12 @@ import numpy as np
 import pandas as pd
 
 import envs
+from algos.common import lookup
 from algos.spec import GreedyRule, SelectionRule
 from envs.trading.importance import greedy_return
 from experiments.policy import MODULE_SUBPATH, load_module_policy
 
-METRIC = ("evaluation", "env_runners", "episode_return_mean")
+METRIC = "evaluation/env_runners/episode_return_mean"
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,6 @@ class TrialRecord:
     explore_until: int
 
 
-def _value(result: dict, path: tuple[str, ...]) -> float:
-    node = result
-    for part in path:
-        node = node.get(part, {}) if isinstance(node, dict) else {}
-    return float(node) if isinstance(node, (int, float)) else float("nan")
-
-
 def _trial(trial_dir: Path, explore_until: int, market: str) -> TrialRecord | None:
     lines = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line.strip()]
     checkpoints = sorted(trial_dir.glob("checkpoint_*"))
@@ -73,8 +67,12 @@ def _trial(trial_dir: Path, explore_until: int, market: str) -> TrialRecord | No
         policy = load_module_policy(checkpoint / MODULE_SUBPATH, GreedyRule(output="actions"))  # DQN argmaxes Q
         env = envs.make_env(env_id, {**env_config, "split": "validation_b", "episode_length": None})
         held_out.append(greedy_return(policy, env.unwrapped))
-    return TrialRecord(market, [_value(r, METRIC) for r in lines],
-                       [_value(r, ("num_env_steps_sampled_lifetime",)) for r in lines], held_out, explore_until)
+    return TrialRecord(market, [_number(lookup(r, METRIC)) for r in lines],
+                       [_number(lookup(r, "num_env_steps_sampled_lifetime")) for r in lines], held_out, explore_until)
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) else float("nan")
 
 
 def pick(record: TrialRecord, rule: Rule) -> int:

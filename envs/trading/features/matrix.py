@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from envs.trading.data import TIMEFRAMES, bar_spacing, load_bars, resample_bars, timeframe_delta
+from envs.trading.data import TIMEFRAMES, bar_spacing, check_coarser, load_bars, resample_bars, timeframe_delta
 from envs.trading.features.series import load_series
 from envs.trading.features.spec import Block, Item, TransformFeature
 from envs.trading.features.talib_functions import TaFeature
@@ -90,13 +90,14 @@ def build_raw(items: tuple[Item, ...], bars: pd.DataFrame, timeframe: str, where
 def _columns(items: tuple[Item, ...], frame: pd.DataFrame, timeframe: str, where: str, prefix: str,
              notes: list[str]) -> list[_Column]:
     out: list[_Column] = []
+    market: dict[str, np.ndarray] = {}  # the frame's columns as arrays, made once for all its TA-Lib features
     for index, item in enumerate(items):
         at = f"{where}[{index}]"
         if isinstance(item, TransformFeature):
             label = prefix + item.label
             out.append(_Column(label, label, compute_transform(item.name, dict(item.params), frame), item.first_valid))
         elif isinstance(item, TaFeature):
-            market = {c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
+            market = market or {c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
             label = prefix + item.label
             out += [_Column(prefix + name, label, values, item.first_valid)
                     for name, values in zip(item.columns(), item.compute(market))]
@@ -129,16 +130,12 @@ def _before_start(columns: list[_Column], block: Block) -> list[_Column]:
 
 def _resample(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
               notes: list[str]) -> list[_Column]:
-    step, base = timeframe_delta(block.source), timeframe_delta(timeframe)
-    if step <= base or step % base:
-        coarser = [name for name, delta in TIMEFRAMES.items() if delta > base and not delta % base]
-        raise InputError(f"{at}: resample: {block.source} is not a multiple of the bars' {timeframe}: use one of "
-                         f"{', '.join(coarser) or 'none'}")
+    check_coarser(block.source, timeframe, f"{at}: resample")
     if "open" not in frame.columns:
         raise InputError(f"{at}: resample: only bars can be resampled, not an outside series")
     higher = resample_bars(frame, block.source, timeframe)
     child = _columns(block.children, higher, block.source, f"{at}.features", f"{prefix}{block.label}:", notes)
-    close_times = (higher.index + step).asi8
+    close_times = (higher.index + timeframe_delta(block.source)).asi8
     return _before_start(_align(child, close_times, frame.index.asi8), block)
 
 

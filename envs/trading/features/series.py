@@ -16,11 +16,10 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.csv_import import parse_times
 from envs.trading.data import read_bytes
 
 TIME_COLUMNS = ("timestamp", "time", "date", "datetime", "Date", "Timestamp", "Time", "Datetime")
-# Epoch numbers by size: a stamp after 2001 in seconds is above 1e9, in ms above 1e12, in us above 1e15.
-_EPOCH_UNITS = ((1e17, "ns"), (1e14, "us"), (1e11, "ms"), (0, "s"))
 
 
 @dataclass(frozen=True)
@@ -28,19 +27,6 @@ class Series:
     frame: pd.DataFrame  # index: UTC timestamps, one column `close`
     column: str
     note: str            # what loading did that the user should know (repeats dropped, order turned around)
-
-
-def _parse_times(raw: pd.Series | pd.Index, source: str) -> pd.DatetimeIndex:
-    values = pd.Series(raw)
-    if pd.api.types.is_numeric_dtype(values):
-        top = float(np.nanmax(np.abs(values.to_numpy(dtype=np.float64)))) if len(values) else 0.0
-        unit = next(unit for bound, unit in _EPOCH_UNITS if top >= bound)
-        return pd.DatetimeIndex(pd.to_datetime(values, unit=unit, utc=True))
-    try:
-        return pd.DatetimeIndex(pd.to_datetime(values, utc=True, format="mixed"))
-    except (ValueError, TypeError):
-        raise InputError(f"{source}: its time column holds values that are not dates or epoch numbers "
-                         f"(first: {values.iloc[0]!r}): fix the export") from None
 
 
 def _read_frame(data: bytes, source: str) -> pd.DataFrame:
@@ -78,7 +64,7 @@ def load_series(source: str, column: str | None, nan: str, where: str) -> Series
     values = pd.to_numeric(frame[column], errors="coerce")
     if values.isna().all():
         raise InputError(f"{source}: column {column!r} holds no numbers")
-    index = _parse_times(frame[time_column], source)
+    index = parse_times(frame[time_column], source, time_column)
     series = pd.Series(values.to_numpy(dtype=np.float64), index=index, name="close")
     notes = []
     if len(series) > 1 and index.is_monotonic_decreasing and not index.is_monotonic_increasing:

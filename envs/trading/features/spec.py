@@ -29,8 +29,8 @@ import pandas as pd
 
 from envs.errors import InputError
 from envs.trading.data import TIMEFRAMES
-from envs.trading.features.talib_functions import TaFeature
-from envs.trading.features.transforms import SETS, TRANSFORMS
+from envs.trading.features.talib_functions import TaFeature, input_columns
+from envs.trading.features.transforms import INPUTS, SETS, TRANSFORMS
 from envs.validation import did_you_mean
 
 MISSING_POLICIES = ("ffill", "zero", "error")   # another market's or a series' absent bars
@@ -118,19 +118,13 @@ def _mapping(item: dict[str, Any], at: str, in_series: bool) -> Item:
         return _transform(item, at, in_series)
     if kind == "ta":
         feature = _ta(item, at)
-        if in_series and any(c != "close" for c in _ta_inputs(feature.name)):
-            raise InputError(f"{at}: ta: {feature.name} reads {', '.join(_ta_inputs(feature.name))}; an outside "
+        if in_series and any(c != "close" for c in input_columns(feature.name)):
+            raise InputError(f"{at}: ta: {feature.name} reads {', '.join(input_columns(feature.name))}; an outside "
                              "series has one value: use a function of one price (e.g. RSI, EMA, ROC)")
         return feature
     if in_series:
         raise InputError(f"{at}: {kind}: blocks cannot be nested inside a series block")
     return _block(kind, item, at)
-
-
-def _ta_inputs(name: str) -> list[str]:
-    from envs.trading.features.talib_functions import _input_columns
-
-    return _input_columns(name)
 
 
 def _ta(item: dict[str, Any], at: str) -> TaFeature:
@@ -163,8 +157,6 @@ def _transform(item: dict[str, Any], at: str, in_series: bool) -> TransformFeatu
                                or values["window"] < 2):
         raise InputError(f"{at}: transform {name} window: an integer of at least 2 (got {values['window']!r})")
     if "input" in values:
-        from envs.trading.features.transforms import INPUTS
-
         if values["input"] not in INPUTS:
             raise InputError(f"{at}: transform {name} input: {values['input']!r} is not a bar column"
                              f"{did_you_mean(str(values['input']), INPUTS)} (known: {', '.join(INPUTS)})")

@@ -52,7 +52,7 @@ def _probe_market(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     return {"open": open_, "high": high, "low": low, "close": close, "volume": volume}
 
 
-def _input_columns(name: str) -> list[str]:
+def input_columns(name: str) -> list[str]:
     columns: list[str] = []
     for value in abstract.Function(name).info["input_names"].values():
         columns += value if isinstance(value, list) else [value]
@@ -114,8 +114,8 @@ def refusal(name: str) -> str | None:
         return "it combines two series (price0, price1), not one market's bars"
     if info["group"] == "Math Transform":
         return "it is elementwise math of a raw price (e.g. ACOS of a price above 1 is NaN), not an indicator"
-    if any(column not in ("open", "high", "low", "close", "volume") for column in _input_columns(name)):
-        return f"it reads inputs the bars do not have ({', '.join(_input_columns(name))})"
+    if any(column not in ("open", "high", "low", "close", "volume") for column in input_columns(name)):
+        return f"it reads inputs the bars do not have ({', '.join(input_columns(name))})"
     return _start_dependence(name)
 
 
