@@ -85,7 +85,8 @@ def build(inputs: BuildInputs) -> "DQNConfig":
         from algos.fast_dqn import FastDQNConfig
 
         config = FastDQNConfig().fast(env_steps_per_learner_call=per_call,
-                                      mixed_precision=inputs.resources.mixed_precision)
+                                      mixed_precision=inputs.resources.mixed_precision,
+                                      update_batch_size=inputs.resources.update_batch_size)
     config.training(replay_buffer_config=replay_config, **training,
                     **{k: v for k, v in optional.items() if v is not None})
     return apply_common(config, inputs)
@@ -112,6 +113,7 @@ SPEC = AlgorithmSpec(
     free_result_prefixes=("replay_buffer/",),
     speedup=lambda training: IMPLEMENTATION_SPEEDUP[training.implementation],
     mixed_precision=lambda training: training.implementation == "fast",  # autocast in the FastDQN learner
+    splits_batch_unevenly=lambda training: training.implementation == "fast",  # weighted slices, fast_dqn.py
     exploration_steps=lambda training: int(max(step for step, _ in training.epsilon)),
     replay_ratio=lambda training, fragment, num_envs: (  # RLlib's native ratio: one batch per sample call
         training.training_intensity or training.train_batch_size_per_learner / (fragment * num_envs)),

@@ -49,6 +49,7 @@ from ray.rllib.utils.metrics import (
 
 from algos.fast_learner import FastDQNTorchLearner, update_minibatches
 from algos.fast_replay import INDICES, FlatReplayBuffer, PrioritizedFlatReplayBuffer
+from algos.spec import slice_sizes, slice_weights
 
 # 256 env steps between learner calls (SB3's RL Zoo CartPole uses train_freq 256): with 8 envs x
 # rollout_fragment_length 4 that is 8 sample calls, then e.g. 32 updates of 32 at training_intensity 4.
@@ -64,16 +65,26 @@ class FastDQNConfig(DQNConfig):
         super().__init__(algo_class=algo_class or FastDQN)
         self.env_steps_per_learner_call = DEFAULT_ENV_STEPS_PER_LEARNER_CALL
         self.mixed_precision = "none"
+        self.update_batch_size: int | None = None
 
-    def fast(self, *, env_steps_per_learner_call: int | None = None,
-             mixed_precision: str | None = None) -> FastDQNConfig:
-        """FastDQN's own settings: env steps gathered per learner call, and the learner's autocast dtype
-        ("none", "bf16", or "fp16" with a grad scaler; RLlib 2.60's learner has no autocast)."""
+    def fast(self, *, env_steps_per_learner_call: int | None = None, mixed_precision: str | None = None,
+             update_batch_size: int | None = None) -> FastDQNConfig:
+        """FastDQN's own settings: env steps gathered per learner call, the learner's autocast dtype
+        ("none", "bf16", or "fp16" with a grad scaler; RLlib 2.60's learner has no autocast), and the whole
+        batch of one update when it splits unevenly over data-parallel learners (None: even slices of
+        train_batch_size_per_learner)."""
         if env_steps_per_learner_call is not None:
             self.env_steps_per_learner_call = int(env_steps_per_learner_call)
         if mixed_precision is not None:
             self.mixed_precision = mixed_precision
+        if update_batch_size is not None:
+            self.update_batch_size = int(update_batch_size)
         return self
+
+    @property
+    def update_batch(self) -> int:
+        """Items in one gradient update, over all learners."""
+        return self.update_batch_size or self.total_train_batch_size
 
     def get_default_learner_class(self) -> type:
         return FastDQNTorchLearner
@@ -94,7 +105,7 @@ class FastDQN(DQN):
     def _updates_owed(self, new_env_steps: int) -> int:
         """Updates (of total_train_batch_size items each) that keep the replay ratio exact."""
         config = self.config
-        batch = config.total_train_batch_size
+        batch = config.update_batch
         intensity = config.training_intensity or batch / (
             config.get_rollout_fragment_length() * config.num_envs_per_env_runner)
         self._update_credit = getattr(self, "_update_credit", 0.0) + new_env_steps * intensity / batch
@@ -131,7 +142,7 @@ class FastDQN(DQN):
         with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
             if isinstance(buffer, PrioritizedFlatReplayBuffer):
                 buffer.set_env_steps(sampled)
-            data = buffer.sample(updates * config.total_train_batch_size, n_step=_n_step(config),
+            data = buffer.sample(updates * config.update_batch, n_step=_n_step(config),
                                  gamma=config.gamma)
             self.metrics.log_dict(buffer.get_metrics(), key=REPLAY_BUFFER_RESULTS, window=1)
         timesteps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled,
@@ -152,15 +163,18 @@ class FastDQN(DQN):
                          timesteps: dict[str, Any]) -> tuple[list[dict[str, Any]], np.ndarray]:
         """All `updates` gradient steps in one call per learner; the TD errors in the order of `data`.
 
-        With n learners, update u's batch (total_train_batch_size items) is split into n equal slices,
-        learner j gets slice j of every update: one DDP step is the n learners' minibatch u."""
-        per_learner = self.config.train_batch_size_per_learner
+        With n learners, update u's batch (`update_batch` items) is split into n slices (as even as it gets,
+        `slice_sizes`), learner j gets slice j of every update: one DDP step is the n learners' minibatch u.
+        Uneven slices are weighted (`slice_weights`) so the averaged gradient is the single-learner one."""
+        batch = self.config.update_batch
         learners = max(len(self.learner_group), 1)  # 0 for the local learner
-        shaped = {key: value.reshape(updates, learners, per_learner, *value.shape[1:])
-                  for key, value in data.items()}
-        calls = [partial(update_minibatches, shard=j, columns={key: value[:, j].reshape(-1, *value.shape[3:])
-                                                               for key, value in shaped.items()},
-                         minibatch_size=per_learner, timesteps=timesteps) for j in range(learners)]
+        sizes, weights = slice_sizes(batch, learners), slice_weights(batch, learners)
+        bounds = np.cumsum((0, *sizes))
+        shaped = {key: value.reshape(updates, batch, *value.shape[1:]) for key, value in data.items()}
+        calls = [partial(update_minibatches, shard=j, loss_weight=weights[j], minibatch_size=sizes[j],
+                         timesteps=timesteps,
+                         columns={key: value[:, bounds[j]:bounds[j + 1]].reshape(-1, *value.shape[2:])
+                                  for key, value in shaped.items()}) for j in range(learners)]
         if learners == 1:
             replies = self.learner_group.foreach_learner(calls[0])
         else:  # one function per learner: LearnerGroup.foreach_learner sends the same call to all
@@ -171,7 +185,7 @@ class FastDQN(DQN):
                 raise reply.get()
             outputs.append(reply.get())
         outputs.sort(key=lambda output: output[0])
-        td = np.stack([errors.reshape(updates, per_learner) for _, _, errors in outputs], axis=1)
+        td = np.concatenate([errors.reshape(updates, size) for (_, _, errors), size in zip(outputs, sizes)], axis=1)
         return [results for _, results, _ in outputs], td.reshape(-1)
 
 

@@ -67,9 +67,10 @@ def dqn_loss(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor], *
 
 class FastDQNTorchLearner(DQNTorchLearner):
     def update_minibatches(self, columns: dict[str, np.ndarray], *, minibatch_size: int,
-                           timesteps: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray]:
+                           timesteps: dict[str, Any], loss_weight: float = 1.0) -> tuple[dict[str, Any], np.ndarray]:
         """One gradient step per `minibatch_size` consecutive items of `columns`; returns the reduced
-        metrics and every item's |TD error| (in the order of `columns`)."""
+        metrics and every item's |TD error| (in the order of `columns`). `loss_weight` scales this learner's
+        loss: an uneven slice of a data-parallel update counts by its share (algos.spec.slice_weights)."""
         mid = DEFAULT_MODULE_ID
         config = self.config.get_config_for_module(mid)
         if config.num_atoms > 1:
@@ -92,7 +93,7 @@ class FastDQNTorchLearner(DQNTorchLearner):
             with self._precision():
                 loss, td_errors[start:stop], q_selected[start:stop] = dqn_loss(
                     forward(minibatch), minibatch, gamma=config.gamma, double_q=config.double_q, huber=huber)
-            step(loss)
+            step(loss if loss_weight == 1.0 else loss * loss_weight)
             losses.append(loss.detach())
         trained = len(losses) * minibatch_size
         self._log_once(mid, torch.stack(losses), q_selected[:trained], td_errors[:trained], minibatch_size, trained)

@@ -30,6 +30,18 @@ class TrainingBase(StrictModel):
     grad_clip: float | None = Field(default=40.0, gt=0)
 
 
+def slice_sizes(batch: int, learners: int) -> tuple[int, ...]:
+    """How one update's `batch` items are split over `learners`: as even as it gets, larger slices first."""
+    base, extra = divmod(batch, learners)
+    return tuple(base + (1 if j < extra else 0) for j in range(learners))
+
+
+def slice_weights(batch: int, learners: int) -> tuple[float, ...]:
+    """Each slice's loss factor: DDP averages the learners' gradients (1/N each), the single-learner update
+    weighs each item 1/batch, so slice j's mean loss is scaled by N x size_j / batch (1.0 when even)."""
+    return tuple(learners * size / batch for size in slice_sizes(batch, learners))
+
+
 @dataclass(frozen=True)
 class Resources:
     """Resources of one trial, settled by the platform from the experiment and the hardware plan."""
@@ -42,6 +54,9 @@ class Resources:
     mixed_precision: str = "none"
     torch_compile_learner: bool = False
     custom_resources: dict[str, float] = field(default_factory=dict)  # of the trial's main process
+    # The whole batch of one update when it does not split evenly over the learners (FastDQN weights the
+    # slices, experiments/hardware/batch.py); None: train_batch_size_per_learner x learners.
+    update_batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +140,9 @@ class AlgorithmSpec:
     # Env steps until its exploration has decayed (DQN: the epsilon schedule's last point; 0: no schedule), for
     # tune.checkpoint.select.after_exploration.
     exploration_steps: Callable[[Any], int] = field(default=lambda training: 0)
+    # Whether its learner splits an update's batch unevenly over data-parallel learners, weighting each slice's loss
+    # by its share (FastDQN); stock RLlib learners need a batch divisible by the learners.
+    splits_batch_unevenly: Callable[[Any], bool] = field(default=lambda training: False)
 
     def result_keys(self) -> list[str]:
         """Every fixed result key this algorithm reports (tune.metric and tune.stop must name one)."""

@@ -224,9 +224,11 @@ def plot_final_metric(table: pd.DataFrame, metric: str = EVAL_RETURN):
 
 
 def varying_params(runs: Sequence[Run]) -> list[str]:
-    """The params whose value differs between runs (what a sweep searched: lr, fold, seed, ...)."""
+    """The params whose value differs between the runs that logged them (what a sweep searched: lr, fold, seed,
+    ...). A param only some runs have with one value (the registered model's config on the chosen trial, e.g.
+    greedy_argmax, observation_shape) did not vary."""
     keys = sorted({key for run in runs for key in run.data.params})
-    return [key for key in keys if len({run.data.params.get(key) for run in runs}) > 1]
+    return [key for key in keys if len({run.data.params[key] for run in runs if key in run.data.params}) > 1]
 
 
 def _sweep_line(run: Run) -> str:

@@ -74,9 +74,33 @@ def read_experiment(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     if not base.exists():
         raise InputError(f"{path}: extends: {base} not found (resolved against this file's folder): fix the name")
     merged_base = read_experiment(base, (*chain, path.resolve()))
-    if raw.get("algorithm", "dqn") != merged_base.get("algorithm", "dqn"):
-        merged_base.pop("training", None)  # the other algorithm's keys
+    switch_algorithm(merged_base, raw.get("algorithm", "dqn"), base.name)  # the file says what it keeps
     return merge(merged_base, raw)
+
+# Settings outside `training` that are tuned for one algorithm's sampling (DQN's small fragments, PPO's auto).
+ALGORITHM_TUNED = ("env_runners.rollout_fragment_length",)
+
+
+def switch_algorithm(raw: dict[str, Any], algorithm: Any, source: str) -> list[str]:
+    """Make `raw` (another algorithm's experiment) a start for `algorithm`: its `training` section and the
+    searches over it are the other algorithm's keys, so they go, as with `extends:`; returns what to tell the
+    user, keyed by setting: what was dropped, and what stays but was tuned for the other algorithm."""
+    before = raw.get("algorithm", "dqn")
+    if algorithm == before:
+        return []
+    raw.pop("training", None)
+    space = (raw.get("tune") or {}).get("search_space")
+    dropped = [key for key in space or {} if key.startswith("training.")]
+    for key in dropped:
+        del space[key]
+    notes = [f"algorithm {before} -> {algorithm}: training and its searches ({', '.join(dropped) or 'none'}) start "
+             f"from {algorithm}'s defaults, not {source}'s"]
+    for dotted in ALGORITHM_TUNED:
+        section, key = dotted.split(".")
+        if key in (raw.get(section) or {}):
+            notes.append(f"{dotted}: {raw[section][key]!r} comes from {source}, chosen for {before}: check it "
+                         f"for {algorithm} (--set {dotted}=...)")
+    return notes
 
 
 def merge(base: dict[str, Any], delta: dict[str, Any], at: str = "") -> dict[str, Any]:

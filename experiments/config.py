@@ -32,6 +32,7 @@ from experiments.conf_files import (
     parse_override,
     pin_overridden_searches,
     read_experiment,
+    switch_algorithm,
 )
 from experiments.protocol import apply_protocol
 from experiments.search_space import check_search_space
@@ -198,6 +199,8 @@ class ExperimentConfig(Section):
     # the registered model (experiments.registry.registered_name).
     _overridden: list[str] = PrivateAttr(default_factory=list)
     _smoke_test: bool = PrivateAttr(default=False)
+    # What the plan should say about how the file was read (e.g. an algorithm switched by --set).
+    _notes: list[str] = PrivateAttr(default_factory=list)
 
     @property
     def pinned(self) -> dict[str, Any]:
@@ -206,6 +209,10 @@ class ExperimentConfig(Section):
     @property
     def overridden(self) -> list[str]:
         return self._overridden
+
+    @property
+    def notes(self) -> list[str]:
+        return self._notes
 
     @property
     def smoke_test(self) -> bool:
@@ -259,7 +266,15 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     the working directory when they come from --set (as any path typed in a shell)."""
     path = Path(path)
     source = str(path)
-    raw = apply_overrides(read_experiment(path), overrides or [])
+    raw = read_experiment(path)
+    notes: list[str] = []
+    set_keys = {".".join(parse_override(text)[0]) for text in overrides or []}
+    for text in overrides or []:  # --set algorithm=... starts training afresh, as extends: does
+        key, value = parse_override(text)
+        if key == ["algorithm"] and isinstance(value, str) and value != raw.get("algorithm", "dqn"):
+            notes = [note for note in switch_algorithm(raw, value, source) if note.split(":")[0] not in set_keys]
+            notes += ready_made(path, raw, value) if value in algos.ALGORITHMS else []
+    raw = apply_overrides(raw, overrides or [])
     pinned = pin_overridden_searches(raw, overrides or [])
     name = raw.get("algorithm", "dqn")
     if not isinstance(name, str):
@@ -286,7 +301,23 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     dumped = config.model_dump()
     config._pinned = {key: _value_at(dumped, key) for key in pinned}  # as validated: 1e-4 is a float here
     config._overridden = [".".join(parse_override(text)[0]) for text in overrides or []]
+    config._notes = notes
     return config
+
+
+def ready_made(path: Path, raw: dict[str, Any], algorithm: str) -> list[str]:
+    """The shipped experiment files next to `path` that run `algorithm` on the same env: a switch by --set is
+    a start, theirs is tuned."""
+    env = (raw.get("environment") or {}).get("env")
+    found = []
+    for other in sorted(path.resolve().parent.glob("*.yaml")):
+        try:
+            theirs = read_experiment(other)
+        except InputError:
+            continue
+        if theirs.get("algorithm", "dqn") == algorithm and (theirs.get("environment") or {}).get("env") == env:
+            found.append(str(other.relative_to(Path.cwd()) if other.is_relative_to(Path.cwd()) else other))
+    return [f"ready-made for {algorithm} on {env}: {', '.join(found)}"] if found else []
 
 
 def _value_at(tree: dict[str, Any], dotted: str) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -21,9 +22,12 @@ from rich.console import Console
 
 import envs
 from envs.errors import InputError
+from experiments import cross_cpu
+from experiments.provenance import git_commit, machine_tags
 from experiments.cluster import LOCAL, RayTarget
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan, check_live_cluster
+from experiments.hardware.plan import duration
 from experiments.preflight import Checked
 from experiments.run_status import StatusFile
 from experiments.shell import python_command, tool_command
@@ -33,13 +37,14 @@ from experiments.tracking import (
     MlflowTrialCallback,
     close_open_children,
     flatten,
-    git_commit,
     log_params,
     make_client,
     open_experiment,
     trial_tags,
-    ui_url,
+    ui_lines,
 )
+
+DEFAULT_DASHBOARD_PORT = 8265  # Ray's first choice, and the port the docs name
 
 FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED))
 
@@ -93,26 +98,52 @@ def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> 
     if target.note:
         console.print(target.note, markup=False, highlight=False)
     if not target.starts_local:
-        context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False)
+        # Workers on a cluster we join do not inherit our environment: --cross-cpu's pins travel with the job.
+        pins = {"env_vars": cross_cpu.pinned_environment()} if cross_cpu.is_pinned() else None
+        context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False, runtime_env=pins)
         print_dashboard(context.dashboard_url, console)
         return False
     if args.dashboard_host != "127.0.0.1":
         console.print(f"[yellow]warning: the Ray dashboard listens on {args.dashboard_host}: anyone who can reach "
                       "this machine can see and control the cluster[/yellow]")
+    port = getattr(args, "dashboard_port", None)
+    if port is not None and not port_is_free(args.dashboard_host, port):
+        raise InputError(f"--dashboard-port {port}: another process listens on {args.dashboard_host}:{port}: pick "
+                         "another port, or leave --dashboard-port out to take the next free one")
+    # No port: Ray tries 8265 and up to 50 ports after it, so a second run beside the first takes the next free one
+    # (its dashboard process binds even with --no-dashboard, for the state API) and prints the URL it really got.
     context = ray.init(address=LOCAL, include_dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
-                       dashboard_port=8265, logging_level="ERROR", log_to_driver=False)
-    print_dashboard(context.dashboard_url, console)
+                       dashboard_port=port, logging_level="ERROR", log_to_driver=False)
+    print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
     return True
 
 
-def print_dashboard(url: str | None, console: Console) -> None:
+def moved_note(url: str | None, asked_port: int | None) -> str:
+    """Why the URL is not the documented :8265: a second run beside the first takes the next free port."""
+    if asked_port is not None or not url or url.endswith(f":{DEFAULT_DASHBOARD_PORT}"):
+        return ""
+    return f" ({DEFAULT_DASHBOARD_PORT} is taken, by another run here)"
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `host:port` can be bound now (the test Ray itself makes before it refuses with a traceback)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def print_dashboard(url: str | None, console: Console, note: str = "") -> None:
     """The dashboard's URL and, when Ray's token authentication is on (the default since 2.59), how to log in.
     The token itself is never printed: it is the cluster's password."""
     if not url:
         return
     from ray._private.authentication.authentication_utils import is_token_auth_enabled
 
-    console.print(f"Ray dashboard: http://{url}", markup=False, highlight=False)
+    console.print(f"Ray dashboard: http://{url}{note}", markup=False, highlight=False)
     if is_token_auth_enabled():
         console.print(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints",
                       markup=False, highlight=False)
@@ -123,6 +154,9 @@ def _silence_rllib_import_noise() -> None:
     Box bounds make Gymnasium warn in the driver. The warning is about RLlib's env, not ours."""
     warnings.filterwarnings("ignore", category=UserWarning,
                             module=r"gymnasium\.(spaces\.box|utils\.passive_env_checker)")
+    # Each RLlib env runner built in this process registers its env as rllib-single-agent-env-v0 again.
+    warnings.filterwarnings("ignore", message=r".*Overriding environment rllib-single-agent-env-v0",
+                            category=UserWarning)
 
 
 def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[str, str]):
@@ -173,8 +207,9 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
     warn_environment_credentials(os.environ, console.print)
     started_ray = start_ray(ray_target, args, console)
     env_id = exp.environment.env
-    tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id, "algorithm": exp.algorithm,
-            **envs.run_tags(env_id, exp.environment.env_config), "smoke_test": str(args.smoke_test),
+    tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id,
+            "algorithm": exp.algorithm, **envs.run_tags(env_id, exp.environment.env_config), **machine_tags(),
+            "smoke_test": str(args.smoke_test),
             **({"run_group": args.run_group} if args.run_group else {})}
     status = FAILED
     state: SweepState | None = previous
@@ -232,13 +267,12 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
             client.set_terminated(state.parent_run_id, status=status)
         if started_ray:
             ray.shutdown()
+    if hasattr(args, "started"):
+        console.print(f"took {duration(time.monotonic() - args.started)}, estimated {checked.estimate.short()} "
+                      f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)", markup=False,
+                      highlight=False)
     name = exp.tracking.experiment_name or exp.name
-    if tracking_uri.startswith(("http://", "https://")):  # a tracking server is its own UI
-        console.print(f"MLflow run {state.parent_run_id} in experiment '{name}': "
-                      f"{ui_url(tracking_uri, state.experiment_id)}", markup=False)
-        return 0
-    console.print(f"MLflow run {state.parent_run_id} in experiment '{name}'. Open the UI with:")
-    console.print(f"  {tool_command('mlflow')} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000",
-                  markup=False)
-    console.print(f"  then {ui_url('http://127.0.0.1:5000', state.experiment_id)}", markup=False)
+    for line in ui_lines(tracking_uri, [(f"MLflow run {state.parent_run_id} in experiment '{name}'",
+                                         state.experiment_id)]):
+        console.print(line, markup=False, highlight=False)
     return 0

@@ -19,6 +19,8 @@ from envs.errors import InputError
 from experiments.checks import ENV_CONFIG_PREFIX
 from experiments.config import ExperimentConfig, load_experiment
 from experiments.hardware import HardwarePreset, PlanEstimate, ResourcePlan, estimate, resolve_plan, select_preset
+from experiments.hardware.batch import check_split
+from experiments.hardware.plan import idle_cpus
 from experiments.protocol import FOLD_KEY, fold_indices
 from experiments.search_space import candidate_values
 from experiments.search_space import describe as describe_space
@@ -50,20 +52,20 @@ class Checked:
 
 
 def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
-    """Two trials in all: a group_by grid keeps its first two values (one trial each), walk-forward folds
-    their last two, other grids become choices, and one seed is kept."""
+    """Small, at different points: a group_by grid keeps its first two values, walk-forward folds their last two,
+    and without either the first searched grid keeps its first two values; other grids become choices, and one
+    seed is kept. (Sampling a grid's choices twice gave two identical trials.)"""
     group = exp.tune.group_by
+    grids = [key for key, domain in exp.tune.search_space.items() if "grid" in domain]
+    kept = [key for key in grids if key in (group, FOLD_KEY)] or grids[:1]
     space = {}
     for key, domain in exp.tune.search_space.items():
-        if "grid" in domain and key == group:
-            domain = {"grid": domain["grid"][:2]}
-        elif "grid" in domain and key == FOLD_KEY:
-            domain = {"grid": domain["grid"][-2:]}  # the two most recent folds
+        if key in kept:
+            domain = {"grid": domain["grid"][-2:] if key == FOLD_KEY else domain["grid"][:2]}  # the latest folds
         elif "grid" in domain:
             domain = {"choice": domain["grid"]}
         space[key] = domain
-    kept_grids = (group and "grid" in space.get(group, {})) or FOLD_KEY in space
-    samples = 1 if kept_grids else exp.tune.num_samples
+    samples = 1 if kept else exp.tune.num_samples
     tune = exp.tune.model_copy(update={"search_space": space, "seeds": exp.tune.seeds[:1], "num_samples": samples})
     smoke = exp.model_copy(update={"tune": tune})
     smoke._smoke_test = True
@@ -135,11 +137,15 @@ def describe_learning(plan: ResourcePlan, exp: ExperimentConfig) -> str:
     training, fragment = exp.training, exp.env_runners.rollout_fragment_length
     ratio = exp.spec.replay_ratio(training, fragment, plan.num_envs_per_env_runner) if fragment != "auto" else None
     line = plan.batch_plan.describe(training.lr, ratio)
-    if plan.mixed_precision != "none":
-        line += (f"; mixed precision {plan.mixed_precision} (autocast in the learner)"
-                 if exp.spec.mixed_precision(training) else f"; mixed precision {plan.mixed_precision} NOT applied: "
-                 f"{exp.algorithm} with these settings has no autocast (docs/hardware.md)")
-    return line
+    if plan.mixed_precision == "none":
+        return line
+    if not exp.spec.mixed_precision(training):
+        return (f"{line}; mixed precision {plan.mixed_precision} NOT applied: {exp.algorithm} with these settings has no "
+                "autocast (docs/hardware.md)")
+    # The batch and lr are the experiment's, but bf16/fp16 arithmetic is not fp32's: results differ from a CPU run.
+    line = line.replace("learning unchanged by the preset:", "batch and lr unchanged by the preset:", 1)
+    return (f"{line}; numerics CHANGED: mixed precision {plan.mixed_precision} (autocast in the learner), so "
+            f"the numbers differ from an fp32 run of the same file")
 
 
 def plan_resources(exp: ExperimentConfig, preset: HardwarePreset, reason: str) -> tuple[ResourcePlan, PlanEstimate,
@@ -147,15 +153,20 @@ def plan_resources(exp: ExperimentConfig, preset: HardwarePreset, reason: str) -
     """The preset's plan for this experiment, its time/cost estimate and the lines that describe both."""
     plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
                         exp.training.batch_scaling)
+    check_split(plan.update_batch, max(plan.num_learners, 1), exp.spec.splits_batch_unevenly(exp.training),
+                exp.algorithm, f"preset {preset.name} with training.train_batch_size_per_learner")
     if exp.tune.max_concurrent_trials:  # the experiment's own cap wins over the preset's concurrency
         plan = plan.with_concurrency(exp.tune.max_concurrent_trials)
     speedup = exp.spec.speedup(exp.training)
     budget = estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup)
-    lines = [f"hardware preset: {preset.name} (chosen by {reason})", plan.describe(), describe_learning(plan, exp),
+    idle = idle_cpus(plan, preset, exp.num_trials())
+    lines = [f"hardware preset: {preset.name} (chosen by {reason})", plan.describe(), *([idle] if idle else []),
+             describe_learning(plan, exp),
              budget.describe() + f" [estimate from the preset's declared env steps/s x {speedup:g} for "
              f"{exp.algorithm} with these training settings]"]
     if exp.tune.search_space:
         lines.append("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
+    lines += [f"note: {note}" for note in exp.notes]
     if exp.pinned:
         lines.append("pinned by --set (not searched): " + ", ".join(f"{k}={v}" for k, v in exp.pinned.items()))
     return plan, budget, lines

@@ -8,10 +8,15 @@ The registered name says what the model is, so `models:/<name>/latest` never sil
 meaning: the experiment's name (`--set name=...` renames it), then the data it was trained on when
 `--set` changed the data (`dqn_btc-ETH-USD_1h`), then the group (`dqn_coins-SOL-USD`), and `-smoke`
 for a `--smoke-test` run, which therefore never becomes a version of the real model. Every version
-is tagged with what produced it.
+is tagged with what produced it, and with what its inputs and outputs mean (`meaning/...`: algorithm,
+observation shape, action space, feature list): a version that means something else than the name's
+earlier versions (PPO after DQN, 218 floats after 194, long_short's actions after long_flat's) gets its own
+name (`dqn_btc-ppo`, `dqn_btc-obs218`), said in one line, so `models:/<name>/latest` keeps its meaning.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from urllib.parse import urlsplit
@@ -47,6 +52,51 @@ def registered_name(name: str, overridden: list[str], env_config: dict[str, Any]
         parts.append("smoke")
         reasons.append("a --smoke-test run, kept apart from the real model")
     return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)), reasons
+
+
+def model_meaning(algorithm: str, observation_shape: tuple[int, ...], action_space: str,
+                  env_config: dict[str, Any]) -> dict[str, str]:
+    """What a version's inputs and outputs mean, as `meaning/...` version tags."""
+    features = env_config.get("features")
+    return {"meaning/algorithm": algorithm, "meaning/observation_shape": "x".join(map(str, observation_shape)),
+            "meaning/action_space": action_space,
+            "meaning/features": "default" if features is None else hashlib.sha256(
+                json.dumps(features, sort_keys=True, default=str).encode()).hexdigest()[:12]}
+
+
+def _existing_meaning(client: Any, name: str) -> dict[str, str] | None:
+    """The meaning tags of the name's latest version that has them (versions from before they existed have none)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        versions = client.search_model_versions(f"name = '{name}'")
+    except MlflowException:
+        return None
+    for version in sorted(versions, key=lambda v: int(v.version), reverse=True):
+        tags = {key: value for key, value in version.tags.items() if key.startswith("meaning/")}
+        if tags:
+            return tags
+    return None
+
+
+_SUFFIX = {"meaning/algorithm": lambda v: v, "meaning/observation_shape": lambda v: f"obs{v}",
+           "meaning/action_space": lambda v: "act" + "".join(ch for ch in v if ch.isdigit()),
+           "meaning/features": lambda v: f"features{v[:6]}"}
+
+
+def name_for_meaning(client: Any, name: str, meaning: dict[str, str]) -> tuple[str, str | None]:
+    """`name`, or a name that says what differs when the name's versions mean something else; and why."""
+    existing = _existing_meaning(client, name)
+    if existing is None or all(existing.get(k) == v for k, v in meaning.items()):
+        return name, None
+    differs = [key for key, value in meaning.items() if existing.get(key) != value]
+    candidate = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join([name, *(_SUFFIX[key](meaning[key]) for key in differs)]))
+    again = _existing_meaning(client, candidate)
+    if again is not None and any(again.get(k) != v for k, v in meaning.items()):  # taken too: the whole meaning
+        digest = hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()[:8]
+        candidate = f"{name}-{digest}"
+    changes = ", ".join(f"{key.split('/')[1]} {existing.get(key)} -> {meaning[key]}" for key in differs)
+    return candidate, f"{name}'s versions mean something else ({changes})"
 
 
 def _requirements() -> list[str]:

@@ -11,10 +11,10 @@ import copy
 from typing import Any
 
 import envs
-from algos.spec import BuildInputs, Resources, SelectionRule
-from envs.errors import InputError
+from algos.spec import BuildInputs, Resources, SelectionRule, slice_sizes
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
+from experiments.hardware.batch import check_split
 
 
 def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -28,20 +28,22 @@ def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 
-def planned_batch_and_lr(batch: Any, lr: Any, plan: ResourcePlan, num_learners: int) -> tuple[Any, Any]:
-    """The per-learner batch and the lr of one trial: the experiment's update batch (or the preset's
-    large_batch when opted in, with its lr rule) split over the data-parallel learners. A searched batch
-    or lr (a Tune domain) passes through: config validation allows that only with one learner and no scaling."""
+def planned_batch_and_lr(batch: Any, lr: Any, plan: ResourcePlan, num_learners: int,
+                         exp: ExperimentConfig) -> tuple[Any, Any, int | None]:
+    """The per-learner batch (the largest slice), the lr and, when the slices are uneven, the whole update batch
+    of one trial: the experiment's update batch (or the preset's large_batch when opted in, with its lr rule)
+    split over the data-parallel learners. A searched batch or lr (a Tune domain) passes through: config
+    validation allows that only with one learner and no scaling."""
     if not isinstance(batch, int):
-        return batch, lr
+        return batch, lr, None
     if plan.lr_rule is not None and plan.experiment_batch != batch:
         raise ValueError(f"the plan was resolved for batch {plan.experiment_batch}, the experiment has {batch}")
     total = plan.batch_plan.batch if plan.lr_rule is not None else batch
     learners = max(num_learners, 1)
-    if total % learners:
-        raise InputError(f"the update batch {total} cannot be split over {learners} learners: set "
-                         f"training.train_batch_size_per_learner to a multiple of {learners}")
-    return total // learners, (lr * plan.lr_scale if plan.lr_scale != 1.0 else lr)
+    check_split(total, learners, exp.spec.splits_batch_unevenly(exp.training), exp.algorithm,
+                "training.train_batch_size_per_learner")
+    sizes = slice_sizes(total, learners)
+    return sizes[0], (lr * plan.lr_scale if plan.lr_scale != 1.0 else lr), None if total % learners == 0 else total
 
 
 def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, Any] | None = None,
@@ -52,18 +54,20 @@ def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, A
     for dotted, domain in (domains or {}).items():
         _set_path(sections, dotted, domain)
     runners, learners, training = sections["env_runners"], sections["learners"], sections["training"]
+    num_learners = _first(learners["num_learners"], plan.num_learners)
+    training["train_batch_size_per_learner"], training["lr"], update_batch = planned_batch_and_lr(
+        training["train_batch_size_per_learner"], training["lr"], plan, num_learners, exp)
     resources = Resources(
         num_env_runners=_first(runners["num_env_runners"], plan.num_env_runners),
         num_envs_per_env_runner=_first(runners["num_envs_per_env_runner"], plan.num_envs_per_env_runner),
         num_cpus_per_env_runner=_first(runners["num_cpus_per_env_runner"], plan.num_cpus_per_env_runner),
-        num_learners=_first(learners["num_learners"], plan.num_learners),
+        num_learners=num_learners,
         num_gpus_per_learner=_first(learners["num_gpus_per_learner"], plan.num_gpus_per_learner),
         mixed_precision=plan.mixed_precision,
         torch_compile_learner=plan.torch_compile_learner,
         custom_resources=dict(exp.tune.trial_resources),
+        update_batch_size=update_batch,
     )
-    training["train_batch_size_per_learner"], training["lr"] = planned_batch_and_lr(
-        training["train_batch_size_per_learner"], training["lr"], plan, resources.num_learners)
     env_id = exp.environment.env
     select = exp.tune.checkpoint.select
     rule = SelectionRule(select.smooth, exp.spec.exploration_steps(exp.training) if select.after_exploration else 0)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import yaml
 from rich.markup import escape
 
 from envs.errors import InputError
+from experiments import cross_cpu
 from experiments.cluster import leftover_address_file, resolve_ray_target
 from experiments.listing import is_listing
 from experiments.preflight import preflight
@@ -46,9 +48,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fresh-ledger", metavar="REASON",
                         help="start a fresh trials ledger for this data and these test windows: earlier attempts no "
                              "longer deflate the verdict; the reason is recorded (experiments/trials_ledger.py)")
+    parser.add_argument("--cross-cpu", action="store_true",
+                        help="the same numbers on any x86-64 CPU: pin MKL's, torch's and numpy's kernels and one "
+                             "thread per op (also RLPLATFORM_CROSS_CPU=1); slower, see docs/verdicts.md")
     parser.add_argument("--no-dashboard", action="store_true", help="do not start the Ray dashboard")
     parser.add_argument("--dashboard-host", default=LOOPBACK,
                         help="interface for the Ray dashboard (default 127.0.0.1: this machine only)")
+    parser.add_argument("--dashboard-port", type=int, metavar="PORT",
+                        help="port for the Ray dashboard (default 8265, or the next free one when another run has it)")
     parser.add_argument("--output", type=Path, default=Path("runs"),
                         help="folder for evaluation files, and for Tune results unless --storage says otherwise "
                              "(default ./runs)")
@@ -63,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     console = terminal_console()
     try:
         args = parse_args(argv)
+        args.started = time.monotonic()  # the run's wall time is checked against the plan's estimate
+        if cross_cpu.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
+            cross_cpu.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
         if is_listing(args.conf):  # a file that lists experiment files runs them side by side
             from experiments.side_by_side import run_listing
 
@@ -75,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         exp = checked.exp
         console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
                       f"({exp.num_trials()} trial(s))")
-        for line in [*checked.lines, f"storage: {checked.storage.uri} ({checked.storage.source})"]:
+        for line in [*checked.lines, cross_cpu.describe(), f"storage: {checked.storage.uri} ({checked.storage.source})"]:
             console.print(line, markup=False, highlight=False)
         if args.dry_run:
             console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)

@@ -221,19 +221,23 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
 def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClient", state: "SweepState",
               chosen_run: str | None, suffix: str, reader: CheckpointReader, console: Console) -> None:
     """Register the group's deployable policy; the parent run records which checkpoint it is."""
-    from experiments.registry import register_policy, registered_name
-    from experiments.tracking import git_commit
+    from experiments.registry import model_meaning, name_for_meaning, register_policy, registered_name
+    from experiments.provenance import git_commit
 
     chosen = outcome.chosen
     group = None if outcome.group == ALL else outcome.group
     env_id = exp.environment.env
     model_name, reasons = registered_name(exp.name, exp.overridden, chosen.env_config, group, exp.smoke_test,
                                           envs.family(env_id).data_keys)
+    observations, action_space = example_observations(env_id, chosen.env_config)
+    meaning = model_meaning(exp.algorithm, observations.shape[1:], action_space, chosen.env_config)
+    model_name, conflict = name_for_meaning(client, model_name, meaning)
+    reasons += [conflict] if conflict else []
     tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm, "env": env_id,
             "data": envs.data_label(env_id, chosen.env_config), "fold": str(chosen.fold), "seed": str(chosen.seed),
-            "parent_run_id": state.parent_run_id, "git_commit": git_commit()}
+            "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning}
     uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, reader.module(chosen.checkpoint),
-                          model_name, example_observations(env_id, chosen.env_config), tags, exp.spec.greedy)
+                          model_name, observations, tags, exp.spec.greedy)
     client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", reader.storage.display(chosen.checkpoint.path))
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
@@ -246,12 +250,13 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
                              "chooses the name)"))
 
 
-def example_observations(env_id: str, env_config: dict[str, Any]) -> np.ndarray:
-    """A few real observations, to give the registered model an input signature and example."""
+def example_observations(env_id: str, env_config: dict[str, Any]) -> tuple[np.ndarray, str]:
+    """A few real observations, to give the registered model an input signature and example, and the env's
+    action space (what the model's outputs mean)."""
     env = envs.make_env(env_id, env_config)
     obs, _ = env.reset(seed=0)
     batch = [obs]
     for _ in range(3):
         obs, *_ = env.step(env.action_space.sample())
         batch.append(obs)
-    return np.asarray(batch, dtype=np.float32)
+    return np.asarray(batch, dtype=np.float32), str(env.action_space)

@@ -37,6 +37,7 @@ from rich.table import Table
 from envs.errors import InputError
 from experiments.cluster import leftover_address_file, resolve_ray_target
 from experiments.hardware import HardwarePreset, select_preset
+from experiments.hardware.plan import duration
 from experiments.listing import Listing, read_listing
 from experiments.placement import Share, share_machine
 from experiments.preflight import Checked, load, preflight
@@ -131,11 +132,11 @@ def print_placement(console: Console, listing: Listing, children: list[Child], p
         exp, plan = child.checked.exp, child.checked.plan
         table.add_row(escape(exp.name), escape(f"{exp.algorithm} on {exp.environment.env}"), str(exp.num_trials()),
                       escape(child.share.describe()), str(plan.max_concurrent_trials),
-                      f"{child.checked.estimate.hours:.2f} h")
+                      child.checked.estimate.short())
     console.print(table)
     hours = max(child.checked.estimate.hours for child in children)
     cost = f", ${hours * price:,.2f}" if price is not None else ", cost unknown (no price in the preset)"
-    console.print(f"estimate: {hours:.2f} h for the longest experiment (they run at the same time){cost}",
+    console.print(f"estimate: {duration(hours * 3600)} for the longest experiment (they run at the same time){cost}",
                   markup=False, highlight=False)
 
 
@@ -319,6 +320,22 @@ def report(children: list[Child], console: Console) -> None:
         if child.returncode not in (0, None):
             console.print(f"{child.name} failed; its output: {child.log} (rerun it alone: {python_command()} -m "
                           f"experiments.run {child.path})", markup=False, highlight=False)
+    print_ui_commands(children, console)
+
+
+def print_ui_commands(children: list[Child], console: Console) -> None:
+    """The MLflow UI command for the runs, per tracking store (each experiment's page), as a single run ends."""
+    from experiments.tracking import ui_lines
+
+    stores: dict[str, list[tuple[str, str]]] = {}
+    for child in children:
+        status = child.status
+        if status.get("parent_run_id") and status.get("experiment_id") and status.get("tracking_uri"):
+            stores.setdefault(status["tracking_uri"], []).append(
+                (f"{child.name}: MLflow run {status['parent_run_id']}", status["experiment_id"]))
+    for uri, runs in stores.items():
+        for line in ui_lines(uri, runs):
+            console.print(line, markup=False, highlight=False)
 
 
 def exit_code(children: list[Child], interrupted: bool) -> int:

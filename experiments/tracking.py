@@ -7,11 +7,9 @@ run it opened, whatever way the sweep ends.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -19,6 +17,8 @@ from typing import Any, Callable, Mapping
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
+
+from experiments.shell import tool_command
 
 _BAD_KEY_CHARS = re.compile(r"[\[\]=,@]")
 _MAX_PARAM_CHARS = 6000
@@ -75,16 +75,6 @@ def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
-@functools.cache
-def git_commit() -> str:
-    """The checkout's commit, asked of git once per process (the run tags it and every registered version)."""
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def open_experiment(client: MlflowClient, name: str, tracking_uri: str) -> str:
     """The MLflow experiment id for `name`, created next to a local store if needed, and marked as an
     experiment of model training runs (also when it already existed)."""
@@ -105,6 +95,18 @@ def ui_url(server: str, experiment_id: str) -> str:
     its global GenAI / Model training switch is shown, and that switch starts on GenAI; the
     `workflowType` parameter sets it."""
     return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def ui_lines(tracking_uri: str, runs: list[tuple[str, str]]) -> list[str]:
+    """How to look at `runs` ((what, experiment id)) in the MLflow UI: a server's own pages, or the command that
+    serves a local store and the page of each experiment."""
+    if tracking_uri.startswith(("http://", "https://")):  # a tracking server is its own UI
+        return [f"{what}: {ui_url(tracking_uri, experiment_id)}" for what, experiment_id in runs]
+    lines = [f"{', '.join(what for what, _ in runs)}. Open the UI with:",
+             f"  {tool_command('mlflow')} ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"]
+    for experiment_id in dict.fromkeys(experiment_id for _, experiment_id in runs):
+        lines.append(f"  then {ui_url('http://127.0.0.1:5000', experiment_id)}")
+    return lines
 
 
 def quiet_mlflow_bookkeeping() -> None:

@@ -79,6 +79,7 @@ class Edge:
     folds: int
     threshold: float = DSR_THRESHOLD
     dsr_effective: float = float("nan")  # the DSR at the effective number of trials instead of the count
+    left_out: tuple[str, ...] = ()  # seeds whose DSR could not be computed, and why (said in the verdict line)
 
     @property
     def supported(self) -> bool:
@@ -133,7 +134,7 @@ class Verdict:
         suffix = f"; {', '.join(self.caveats)}" if self.caveats else ""
         return [f"edge over {e.baseline}: {'supported' if e.supported else 'not supported'} "
                 f"(DSR {_fmt(e.dsr)}, {_fmt(e.dsr_effective)} at effective {self.n_effective:.1f}, PBO {pbo}, "
-                f"agent wins {e.wins} of {e.folds} folds{suffix})"
+                f"agent wins {e.wins} of {e.folds} folds{suffix}{_left_out(e)})"
                 for e in self.edges]
 
     def metrics(self) -> dict[str, float]:
@@ -155,6 +156,10 @@ class Verdict:
             values["verdict/pbo"] = float(self.pbo.pbo)
         values["verdict/folds"], values["verdict/seeds"] = float(self.n_folds), float(self.n_seeds)
         return {k: v for k, v in values.items() if math.isfinite(v)}
+
+
+def _left_out(edge: Edge) -> str:
+    return f"; DSR without {'; '.join(edge.left_out)}" if edge.left_out else ""
 
 
 def _fmt(value: float) -> str:
@@ -253,30 +258,34 @@ def participation_ratio(returns: pd.DataFrame) -> float:
     return float(m * m / np.sum(corr * corr))
 
 
-def _edge(baseline: str, agent_series: list[pd.Series], base: pd.Series, trial_returns: pd.DataFrame,
+def _edge(baseline: str, agent_series: dict[int, pd.Series | None], base: pd.Series, trial_returns: pd.DataFrame,
           n_tried: int, n_effective: float, wins: int, folds: int, periods_per_year: float,
           threshold: float) -> Edge:
     excess_of_trials = trial_returns.reindex(base.index).sub(base, axis=0)
     trial_sharpes = [per_period_sharpe(excess_of_trials[c].dropna().to_numpy()) for c in excess_of_trials]
     variance = float(np.var(trial_sharpes, ddof=1)) if len(trial_sharpes) > 1 else 0.0
     effective_star = math.sqrt(variance) * expected_max_z(n_effective)
-    results, effective = [], []
-    for series in agent_series:
+    results, effective, left_out = [], [], []
+    for seed, series in agent_series.items():
+        if series is None:
+            left_out.append(f"seed {seed}: not scored on every fold")
+            continue
         excess = (series - base).to_numpy()
         if np.ptp(excess) == 0:  # e.g. an agent that never trades, against flat: no evidence either way
+            left_out.append(f"seed {seed}: its excess returns never vary")
             continue
         try:
             results.append(deflated_sharpe_ratio_full(excess, n_trials=n_tried, var_sharpe=variance))
             effective.append(probabilistic_sharpe_ratio(excess, benchmark_skill=effective_star))
         except ValueError:  # moments too extreme for PSR's normal approximation: no claim from this seed
-            continue
+            left_out.append(f"seed {seed}: its returns' moments are too extreme for the DSR")
     scale = math.sqrt(periods_per_year)
     if not results:
-        return Edge(baseline, float("nan"), 0.0, float("nan"), wins, folds, threshold)
+        return Edge(baseline, float("nan"), 0.0, float("nan"), wins, folds, threshold, left_out=tuple(left_out))
     return Edge(baseline, float(np.median([r.dsr for r in results])),
                 float(np.median([r.observed_sr for r in results])) * scale,
                 float(np.median([r.sr_star for r in results])) * scale, wins, folds, threshold,
-                float(np.median(effective)))
+                float(np.median(effective)), tuple(left_out))
 
 
 def _fold_rows(fold: int, members: list[ScoredTrial], point: str) -> dict[tuple[int, str], dict[str, Any]]:
@@ -319,9 +328,9 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
     per_fold.index = pd.MultiIndex.from_tuples(per_fold.index, names=["fold", "strategy"])
 
     seeds = sorted({t.seed for t in trials})
-    agent_series = [_stitch([t for fold in folds for t in chosen[fold] if t.seed == seed], AGENT)
-                    for seed in seeds
-                    if all(any(t.seed == seed for t in chosen[fold]) for fold in folds)]
+    agent_series = {seed: _stitch([t for fold in folds for t in chosen[fold] if t.seed == seed], AGENT)
+                    if all(any(t.seed == seed for t in chosen[fold]) for fold in folds) else None
+                    for seed in seeds}
     baselines = [name for name in trials[0].report.table.index if name != AGENT]
     trial_returns = _trial_series(trials, folds)
     n_configurations = len({t.point for t in trials})

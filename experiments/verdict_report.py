@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from envs.report import EvaluationReport
+from experiments.provenance import machine_line
 from experiments.evaluate import print_frame
 from experiments.scoring import Trial
 from experiments.tracking import log_metrics, sanitize_key
@@ -53,6 +54,7 @@ def print_verdict(console: Console, verdict: Verdict, title: str) -> None:
         if np.isfinite(edge.sharpe_star):
             console.print(f"  vs {edge.baseline}: excess Sharpe {edge.sharpe:.2f} (annualized) against "
                           f"{edge.sharpe_star:.2f} that luck reaches over {verdict.n_tried} configuration(s)")
+    console.print(escape(f"  {machine_line()}"))
 
 
 def plot_folds(verdict: Verdict, scored: list[tuple[Trial, EvaluationReport]], path: Path) -> Path:
@@ -99,7 +101,8 @@ def log_verdict(client: MlflowClient, run_id: str, verdict: Verdict, scored: lis
     out_dir.mkdir(parents=True, exist_ok=True)
     verdict.per_fold.to_csv(out_dir / "per_fold.csv")
     verdict.summary.to_csv(out_dir / "summary.csv")
-    (out_dir / "verdict.txt").write_text("\n".join([f"verdict over {verdict.scope()}", *verdict.lines()]) + "\n")
+    lines = [f"verdict over {verdict.scope()}", *verdict.lines(), machine_line()]
+    (out_dir / "verdict.txt").write_text("\n".join(lines) + "\n")
     verdict.returns.to_parquet(out_dir / "oos_returns.parquet")
     files = [out_dir / name for name in ("per_fold.csv", "summary.csv", "verdict.txt", "oos_returns.parquet")]
     files.append(plot_folds(verdict, scored, out_dir / "folds.png"))

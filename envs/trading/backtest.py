@@ -110,7 +110,7 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
     windows = tuple((f"{stamps[f.test[0]]}", f"{stamps[f.test[1] - 1]}")
                     for f in protocol.folds_for(len(stamps), min_rows=max(env.cfg.window, 3)))
     return EvaluationReport(
-        title=(f"{'SYNTHETIC ' if synthetic else ''}{env.cfg.symbol} {market.timeframe} {env.cfg.split} period "
+        title=(f"{'SYNTHETIC ' if synthetic else ''}{market.symbol} {market.timeframe} {env.cfg.split} period "
                f"{start:%Y-%m-%d} .. {end:%Y-%m-%d}{fold} "
                f"({hi - lo} bars, fee {env.cfg.fee_bps:g} bps, slippage {env.cfg.slippage_bps:g} bps)"),
         notes=notes,
@@ -122,5 +122,5 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
         periods_per_year=ppy,
         data_digest=market.data_digest,
         windows=windows,
-        data_label=f"{'SYNTHETIC ' if synthetic else ''}{env.cfg.symbol} {market.timeframe}",
+        data_label=f"{'SYNTHETIC ' if synthetic else ''}{market.symbol} {market.timeframe}",
     )

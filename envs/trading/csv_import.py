@@ -3,10 +3,12 @@
 Layouts: CryptoDataDownload (attribution line, newest first, `2019-10-17 09-AM`), header-less exchange
 kline dumps (Binance/Bybit: epoch s/ms/us), generic OHLCV CSVs with a time column, and wide
 multi-asset tables (an unnamed date column, then `BTC:open, BTC:high, ..., ETH:open, ...`) from which
-one symbol's columns are taken. What the importer does not guess: a file without a volume column
-(the volume feature would be constant), stamps off the timeframe's UTC grid (10:30 for 1h bars), close
-time stamps (10:59:59.999, shifted to open times only when asked), and conflicting duplicates. What it
-does, it reports: exact duplicates dropped, gaps and how they were handled, stamps shifted.
+one symbol's columns are taken (rows before a late-listed asset's first price left out, and reported).
+Volume is the base currency's (Bitfinex's `VolumeFrom`, never the quote `VolumeTo`). What the importer
+does not guess: a file without a volume column (the volume feature would be constant), stamps off the
+timeframe's UTC grid (10:30 for 1h bars), close time stamps (10:59:59.999, shifted to open times only
+when asked), and conflicting duplicates. What it does, it reports: exact duplicates dropped, gaps and how
+they were handled, stamps shifted, the volume column taken when it is not plain `volume`.
 """
 from __future__ import annotations
 
@@ -34,9 +36,13 @@ from envs.trading.data import (
 
 # Columns that different exporters use for the bar's opening time.
 TIME_COLUMNS = ("timestamp", "date", "datetime", "time", "open_time", "unix", "open time")
-VOLUME_COLUMNS = ("volume", "vol", "volume_base", "base_volume")
+# CryptoDataDownload's Bitfinex exports have `VolumeFrom` (base units, the coin) next to `VolumeTo` (quote
+# currency): only the base one is volume here, so `volumeto` is deliberately absent.
+VOLUME_COLUMNS = ("volume", "vol", "volume_base", "base_volume", "volumefrom")
 # CryptoDataDownload has `volume_btc` (base units) next to `volume` (quote currency): prefer base.
 BASE_VOLUME = re.compile(r"^volume[ _](?!usd|usdt|usdc|eur|quote)[a-z0-9]+$")
+# Columns that look like a volume; the ones not taken are named in the report, or in the refusal.
+VOLUME_LIKE = re.compile(r"volume|^vol([ _]|$)")
 STAMPS = ("open", "close")
 # A close-time stamp is this close below the next grid point (Binance writes open + step - 1 ms).
 CLOSE_STAMP_TOLERANCE = pd.Timedelta(seconds=1)
@@ -55,14 +61,25 @@ class ImportReport:
     duplicates_dropped: int
     volume_column: str | None  # None: no volume in the file, set to 0 (--no-volume)
     stamps: str
+    volume_left_aside: tuple[str, ...] = ()  # other volume-like columns, not taken (e.g. `volumeto`)
+    # A wide table's asset listed after the table starts: its empty leading rows left out, and its first bar.
+    asset: str | None = None
+    unlisted_rows: int = 0
+    first_bar: pd.Timestamp | None = None
 
     def lines(self) -> list[str]:
         handled = f" (handled: {self.gap_policy})" if self.gaps.missing_bars else ""
         lines = [f"gaps: {self.gaps.describe()}{handled}"]
+        if self.unlisted_rows and self.first_bar is not None:
+            lines.append(f"{self.asset} starts {self.first_bar:%Y-%m-%d %H:%M} UTC: {self.unlisted_rows} earlier "
+                         f"row(s) with no {self.asset} prices left out (not listed yet)")
         if self.duplicates_dropped:
             lines.append(f"duplicates: dropped {self.duplicates_dropped} row(s) repeated to the letter")
         if self.volume_column is None:
             lines.append("volume: none in the file, set to 0 (--no-volume): the volume feature is constant")
+        elif self.volume_column != "volume" or self.volume_left_aside:
+            aside = f" (left aside: {', '.join(self.volume_left_aside)})" if self.volume_left_aside else ""
+            lines.append(f"volume: column {self.volume_column}{aside}")
         if self.stamps == "close":
             lines.append("stamps: close times shifted to bar open times (--stamps close)")
         return lines
@@ -93,8 +110,10 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
     if stamps not in STAMPS:
         raise InputError(f"unknown --stamps {stamps!r}: use open (bars stamped at their open) or close")
     frame = _read_text_table(path)
+    asset: str | None = None  # a wide table's chosen asset, as the report names it
     if _is_wide(frame):
         frame = _symbol_columns(frame, symbol, path)
+        asset = str(symbol).upper()
     time_column = next((c for c in TIME_COLUMNS if c in frame.columns), None)
     if time_column is None:
         raise InputError(f"{path}: no time column (looked for {', '.join(TIME_COLUMNS)}); "
@@ -105,6 +124,7 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
                          "the file needs open, high, low, close")
     volume_column = next((c for c in frame.columns if BASE_VOLUME.match(c)), None) or next(
         (c for c in VOLUME_COLUMNS if c in frame.columns), None)
+    left_aside = tuple(c for c in frame.columns if VOLUME_LIKE.search(c) and c != volume_column)
     bars = pd.DataFrame(index=parse_times(frame[time_column], path, time_column))
     for column in PRICE_COLUMNS:
         bars[column] = _numeric(frame[column], path, column)
@@ -112,15 +132,19 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
     bars.index = _open_times(bars.index, timeframe, stamps, path)
     bars.index.name = "timestamp"
     bars = bars.sort_index()
+    unlisted = _unlisted_rows(bars, path, asset) if asset is not None else 0
+    bars = bars.iloc[unlisted:]
     bars, duplicates = drop_exact_duplicates(bars, path)
     report = find_gaps(bars.index, timeframe)
     bars = regularize(bars, timeframe, gaps, report, path)
     if volume_column is None and not allow_no_volume:
-        raise InputError(f"{path}: no volume column (looked for {', '.join(VOLUME_COLUMNS)}, volume_<base>): "
-                         "add it to the export, or pass --no-volume to import with volume 0 (the volume "
-                         "feature is then constant)")
+        aside = f"; {', '.join(left_aside)} is not volume in the coin's units" if left_aside else ""
+        raise InputError(f"{path}: no volume column (looked for {', '.join(VOLUME_COLUMNS)}, volume_<base>"
+                         f"{aside}): add it to the export, or pass --no-volume to import with volume 0 (the "
+                         "volume feature is then constant)")
     bars = validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop")
-    return bars, ImportReport(report, gaps, duplicates, volume_column, stamps)
+    return bars, ImportReport(report, gaps, duplicates, volume_column, stamps, left_aside, asset, unlisted,
+                              bars.index[0] if unlisted else None)
 
 
 def _read_text_table(path: Path) -> pd.DataFrame:
@@ -195,10 +219,21 @@ def _symbol_columns(frame: pd.DataFrame, symbol: str | None, path: Path) -> pd.D
         raise InputError(f"{path}: a table of several assets needs its time as the first column; found "
                          f"{time_column!r} there")
     picked = {c: field for c, (owner, field) in split.items() if owner == asset}
-    table = frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
-    # An asset listed after the table starts has empty rows before its first bar: they are not bars of it.
-    priced = table[[c for c in PRICE_COLUMNS if c in table]].apply(pd.to_numeric, errors="coerce").notna().any(axis=1)
-    return table[priced.cumsum().to_numpy() > 0]
+    return frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
+
+
+def _unlisted_rows(bars: pd.DataFrame, path: Path, asset: str) -> int:
+    """How many of a wide table's first bars (sorted, oldest first) have every price of `asset` empty.
+
+    An asset listed after the table starts has empty cells until its first bar: those rows are not bars of
+    it and are left out (and reported). An empty cell after its first bar is still a broken bar, refused by
+    validate_bars; an asset with no price at all is refused here rather than imported as nothing.
+    """
+    priced = bars[list(PRICE_COLUMNS)].notna().any(axis=1).to_numpy()
+    if not priced.any():
+        raise InputError(f"{path}: no {asset} prices in any of its {len(bars)} row(s) (its open, high, low and "
+                         "close cells are all empty): pick an asset with prices, or export the table again")
+    return int(np.argmax(priced))
 
 
 def parse_times(values: pd.Series, path: Path | str, column: str) -> pd.DatetimeIndex:

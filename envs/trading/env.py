@@ -115,6 +115,18 @@ class TradingConfig(StrictModel):
     @model_validator(mode="after")
     def _protocol_is_valid(self) -> "TradingConfig":
         self.split_protocol()  # raises on a bad protocol or split_fractions
+        if self.protocol is not None and "split_fractions" in self.model_fields_set:
+            raise ValueError("env_config.split_fractions is not used when a protocol cuts the parts "
+                             "(evaluation.protocol): remove it, or cut one holdout with evaluation.protocol: "
+                             "{type: holdout, fractions: [...]}")
+        return self
+
+    @model_validator(mode="after")
+    def _interval_fits_an_episode(self) -> "TradingConfig":
+        if self.episode_length is not None and self.episode_length < 2 * self.decision_interval:
+            raise ValueError(f"env_config.decision_interval {self.decision_interval} bars leaves fewer than 2 "
+                             f"decisions in an episode of episode_length {self.episode_length} bars: use a shorter "
+                             "interval or longer episodes")
         return self
 
     def split_protocol(self) -> Protocol:
@@ -145,19 +157,26 @@ class Market:
     feature_origin: str = "computed"      # computed | cache | memory (envs.trading.features.store)
     feature_key: str = ""
     data_digest: str = ""                 # of the bars' content: names the data in the trials ledger
+    symbol: str = ""                      # what the data says it is (file metadata), else the config's symbol
 
 
-def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int | None, where: str) -> None:
+def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int | None, where: str,
+                        decision_interval: int = 1) -> None:
     """Every part must hold at least one training episode: a shorter train part cannot give a random
     window, and a validation or test part shorter than an episode scores too few decisions to select
-    or judge on (200 bars in 70/15/15 leave 30 for each)."""
-    if episode_length is None:
-        return
-    short = {name: hi - lo for name, (lo, hi) in bounds.items() if hi - lo < episode_length}
+    or judge on (200 bars in 70/15/15 leave 30 for each). And every part must hold two decisions or more:
+    a decision_interval of 100,000 bars on 20,111 bars would score nothing."""
+    lengths = {name: hi - lo for name, (lo, hi) in bounds.items()}
+    short = {name: n for name, n in lengths.items() if episode_length is not None and n < episode_length}
     if short:
         sizes = ", ".join(f"{name} {length}" for name, length in short.items())
         raise InputError(f"{where}: parts shorter than episode_length {episode_length} bars ({sizes}): use a "
                          "longer history, a shorter environment.env_config.episode_length or other split sizes")
+    few = {name: n for name, n in lengths.items() if n < 2 * decision_interval}
+    if few:
+        sizes = ", ".join(f"{name} {length}" for name, length in few.items())
+        raise InputError(f"{where}: environment.env_config.decision_interval {decision_interval} bars leaves fewer "
+                         f"than 2 decisions in some parts ({sizes} bars): use a shorter interval, or longer parts")
 
 
 def _check_warmup(raw: RawFeatures, train: tuple[int, int], window: int, where: str) -> None:
@@ -192,7 +211,7 @@ def load_market(cfg: TradingConfig) -> Market:
     # The first decision needs every feature complete (and a full observation window) behind it.
     train_start, train_end = fold.train
     bounds["train"] = (max(train_start, raw.warmup, cfg.window - 1), train_end)
-    check_split_lengths(bounds, cfg.episode_length, where)
+    check_split_lengths(bounds, cfg.episode_length, where, cfg.decision_interval)
     middle = (bounds["validation"][0] + bounds["validation"][1]) // 2
     bounds.update(zip(VALIDATION_HALVES, ((bounds["validation"][0], middle), (middle, bounds["validation"][1]))))
     features = _normalized(key, raw, slice(train_start, train_end))
@@ -213,6 +232,7 @@ def load_market(cfg: TradingConfig) -> Market:
         feature_origin=origin,
         feature_key=key,
         data_digest=bars_digest(bars),
+        symbol=str(bars.attrs.get("symbol") or cfg.symbol),  # a Kraken XBT-USD file is labelled XBT-USD
     )
 
 
@@ -371,9 +391,11 @@ class SpotTradingEnv(gym.Env):
         else:
             if action != self._action_index:  # the target changes (else Ledger.rebalance does nothing)
                 ledger.rebalance(float(self.targets[action]), self._opens[fill_row])
-            if ledger.units < 0.0:  # and at every close it is held through; the episode ends at a call
+            if ledger.units < 0.0:  # then at every mark it is held through, in time order (as simulate_positions):
+                # the fill bar's close, then each later bar's open and close; the episode ends at a call
+                opens, closes = self._opens, self._closes
                 for row in range(fill_row, next_row + 1):
-                    if ledger.margin_call(self._closes[row]):
+                    if (row > fill_row and ledger.margin_call(opens[row])) or ledger.margin_call(closes[row]):
                         next_row = row
                         break
         equity = ledger.equity(self._closes[next_row])

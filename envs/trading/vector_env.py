@@ -70,8 +70,13 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self.maintenance_margin = self.cfg.maintenance_margin
         up, down = 1.0 + self.slippage_rate, 1.0 - self.slippage_rate  # Ledger's buy and sell price factors
         self._buy_factor = up  # a margin call buys the short back
-        # Offsets of the closes a decision's position is held through (None: only the step's last row).
-        self._held = np.arange(1, self.cfg.decision_interval + 1) if self.cfg.decision_interval > 1 else None
+        # Every bar's open and close in time order (open 0, close 0, open 1, ...): the marks of a short held from the
+        # fill of a decision at row t are the run 2t + 3 (bar t+1's close, after the fill at its open) .. 2t + 2k + 1
+        # (bar t+k's close), k = decision_interval; `_held` are those offsets from 2t (None for k = 1: the close 2t + 3
+        # of the step's only bar).
+        self._marks = np.stack((self.market.opens, self.market.closes), axis=1).astype(np.float64).reshape(-1)
+        interval = self.cfg.decision_interval
+        self._held = np.arange(3, 2 * interval + 2) if interval > 1 else None
         self._can_short = bool((self.targets < 0).any())  # long_flat never borrows: no margin checks at all
         # Lookup tables by action index instead of np.where on signs (same factors, several times cheaper):
         # closing a short buys, closing a long sells; opening a long buys, opening a short sells.
@@ -118,8 +123,8 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
             next_row = self._call_at_open(changing, next_row)
         if changing.any():
             self._trade(changing, actions)
-        if self._can_short:  # and at every close it is held through, up to the first breach
-            next_row = self._call_at_closes(next_row)
+        if self._can_short:  # and at every open and close it is held through after that, up to the first breach
+            next_row = self._call_while_held(next_row)
         equity = self._cash + self._units * self._closes[next_row]
         ratios = (equity / self._equity).tolist()
         rewards = np.fromiter(map(math.log, ratios), np.float64, self.num_envs) * self.cfg.reward_scale
@@ -155,19 +160,23 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         changing &= ~called
         return np.where(called, self._t + 1, next_row)
 
-    def _call_at_closes(self, next_row: np.ndarray) -> np.ndarray:
-        """Liquidate the shorts breached at a close they are held through, at the first such close, where
-        their step ends. Returns the step's last row per sub-env."""
-        rows = next_row[:, None]  # the closes held through, up to the step's last row
-        if self._held is not None:
-            rows = np.minimum(self._t[:, None] + self._held, rows)
-        breach = self._called(self._closes[rows])
+    def _call_while_held(self, next_row: np.ndarray) -> np.ndarray:
+        """Liquidate the shorts breached at a mark they are held through after the fill, in time order: the fill
+        bar's close, then each later bar's open and close up to the step's last row (SpotTradingEnv.step). They
+        are liquidated at the first such price, and their step ends at its bar. Returns the step's last row per
+        sub-env."""
+        # The marks' indices, clipped to the step's last close: a repeated last close is the same test again.
+        if self._held is None:  # one bar per step: its close
+            marks = 2 * next_row[:, None] + 1
+        else:
+            marks = np.minimum(2 * self._t[:, None] + self._held, 2 * next_row[:, None] + 1)
+        breach = self._called(self._marks[marks])
         called = breach.any(axis=1)
         if not called.any():
             return next_row
-        first = rows[np.arange(self.num_envs), breach.argmax(axis=1)]  # the first breached row
-        self._liquidate(called, self._closes[first])
-        return np.where(called, first, next_row)
+        first = marks[np.arange(self.num_envs), breach.argmax(axis=1)]  # the first breached mark
+        self._liquidate(called, self._marks[first])
+        return np.where(called, first // 2, next_row)
 
     def _liquidate(self, called: np.ndarray, prices: np.ndarray) -> None:
         """`Ledger.margin_call`'s liquidation for the sub-envs in `called`: buy the short back at `prices` with

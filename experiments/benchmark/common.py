@@ -5,13 +5,14 @@ import importlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
+
+from experiments.provenance import cpu_model, git_commit
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "benchmarks" / "results"
@@ -91,16 +92,6 @@ class Report:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def _memory_gb() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -124,7 +115,7 @@ def versions() -> dict[str, str | None]:
 def machine() -> dict[str, Any]:
     return {
         "os": f"{platform.system()} {platform.release()}",
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "memory_gb": _memory_gb(),
@@ -136,17 +127,6 @@ def _has_cuda() -> bool:
     if "torch" not in sys.modules:  # do not import torch just to describe the machine
         return Path("/proc/driver/nvidia").exists()
     return bool(sys.modules["torch"].cuda.is_available())
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             timeout=5, cwd=REPO).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=5, cwd=REPO).stdout.strip()
-        return f"{out}{'+dirty' if dirty else ''}" if out else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def load_average() -> list[float] | None:

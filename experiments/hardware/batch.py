@@ -5,8 +5,11 @@ gradient update, and with its lr and replay ratio (`training_intensity`, replaye
 step) it fixes how many updates of what size the agent gets per env step. A preset adds only
 parallelism: concurrent trials, env runners, envs per runner, GPUs. Two consequences:
 
-- Data-parallel presets (`multi_gpu_learners`, N learners) split that batch: N x batch/N per update,
-  so the update is the same one (an experiment batch not divisible by N is an error, never rounded).
+- Data-parallel presets (`multi_gpu_learners`, N learners) split that batch over the N learners, so the
+  update is the same one. A batch not divisible by N is split unevenly (32 over 3: 11, 11, 10) and each
+  slice's mean loss is weighted by N x its share, so the all-reduced (averaged) gradient equals the
+  single-learner gradient (`algos.spec.slice_sizes`, `slice_weights`; FastDQN's learner does it). An algorithm whose
+  learner is not ours (stock RLlib, PPO) cannot, and is refused with a batch that works (`check_split`).
 - A preset may declare `large_batch` (a bigger batch per timeframe, as docs/hardware.md's GPU profiles
   recommend, and the learning-rate rule that goes with it); it applies only when the experiment opts
   in with `training.batch_scaling: preset`. Then lr is scaled by the rule (linear: x B'/B, sqrt:
@@ -18,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from algos.spec import slice_sizes
 from envs.errors import InputError
 from experiments.hardware.presets import HardwarePreset, learner_count
 
@@ -25,9 +29,23 @@ LR_RULES = {"linear": lambda ratio: ratio, "sqrt": math.sqrt}
 DEFAULT_BATCH = 32  # training.train_batch_size_per_learner's default
 
 
+def check_split(batch: int, learners: int, uneven_ok: bool, algorithm: str, where: str) -> None:
+    """Refuse a batch that `algorithm`'s learner cannot split over `learners`, naming the batches that work."""
+    if learners > 1 and batch < learners:
+        raise InputError(f"{where}: the update batch {batch} gives some of the {learners} data-parallel learners "
+                         f"nothing to learn from: set training.train_batch_size_per_learner to at least {learners}")
+    if learners <= 1 or batch % learners == 0 or uneven_ok:
+        return
+    lower = batch // learners * learners
+    works = " or ".join(str(b) for b in (lower, lower + learners) if b > 0)
+    raise InputError(f"{where}: the update batch {batch} does not split evenly over {learners} data-parallel learners "
+                     f"and {algorithm}'s learner (stock RLlib) cannot weight uneven slices: set "
+                     f"training.train_batch_size_per_learner to {works}")
+
+
 def example_batch(preset: HardwarePreset) -> int:
     """For plans shown without an experiment (`experiments.hardware show`): the default batch, rounded up to
-    a multiple of the preset's data-parallel learners so it can be split."""
+    a multiple of the preset's data-parallel learners so every algorithm can split it."""
     learners = max(learner_count(preset), 1)
     return learners * math.ceil(DEFAULT_BATCH / learners)
 
@@ -44,7 +62,16 @@ class BatchPlan:
 
     @property
     def per_learner(self) -> int:
-        return self.batch // self.learners
+        """The largest slice: what RLlib's `train_batch_size_per_learner` is set to."""
+        return self.slices[0]
+
+    @property
+    def slices(self) -> tuple[int, ...]:
+        return slice_sizes(self.batch, self.learners)
+
+    @property
+    def even(self) -> bool:
+        return self.batch % self.learners == 0
 
     @property
     def changes_learning(self) -> bool:
@@ -52,7 +79,10 @@ class BatchPlan:
 
     def describe(self, lr: float | None = None, replay_ratio: float | None = None) -> str:
         """'learning unchanged by the preset: ...' or 'learning CHANGED ...: batch 32 -> 2048, lr ... (sqrt rule)'."""
-        split = f", split over {self.learners} data-parallel learners ({self.per_learner} each)" if self.learners > 1 else ""
+        sizes = self.slices
+        each = f"{sizes[0]} each" if self.even else (f"{', '.join(map(str, sizes))}: each slice's loss weighted by its "
+                                                     "share, the same update")
+        split = f", split over {self.learners} data-parallel learners ({each})" if self.learners > 1 else ""
         if not self.changes_learning:
             return (f"learning unchanged by the preset: batch {self.batch}{split}" + (f", lr {lr:g}" if lr else "")
                     + (f", {replay_ratio / self.batch:.4g} updates per env step" if replay_ratio else ""))
@@ -76,8 +106,4 @@ def plan_batch(preset: HardwarePreset, timeframe: str | None, experiment_batch: 
         batch = large.batch_size_per_timeframe.get(timeframe, large.default_batch_size) if timeframe else \
             large.default_batch_size
         rule, scale = large.lr_rule, LR_RULES[large.lr_rule](batch / experiment_batch)
-    if batch % learners:
-        raise InputError(f"preset {preset.name} splits each update over {learners} data-parallel learners, but the "
-                         f"batch {batch} is not divisible by {learners}: set training.train_batch_size_per_learner to "
-                         f"a multiple of {learners}")
     return BatchPlan(experiment_batch, batch, learners, scale, rule)

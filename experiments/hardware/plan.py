@@ -38,7 +38,8 @@ class ResourcePlan:
     num_env_runners: int
     num_envs_per_env_runner: int
     num_cpus_per_env_runner: float
-    train_batch_size_per_learner: int  # the update's batch split over the learners (experiments/hardware/batch.py)
+    train_batch_size_per_learner: int  # the largest slice of the update's batch (experiments/hardware/batch.py)
+    update_batch: int  # the whole batch of one update, over all learners
     lr_scale: float  # 1 unless the experiment opted in to the preset's large_batch and its lr rule
     lr_rule: str | None
     experiment_batch: int
@@ -51,7 +52,7 @@ class ResourcePlan:
     @property
     def batch_plan(self) -> BatchPlan:
         learners = max(self.num_learners, 1)
-        return BatchPlan(self.experiment_batch, self.train_batch_size_per_learner * learners, learners,
+        return BatchPlan(self.experiment_batch, self.update_batch, learners,
                          self.lr_scale, self.lr_rule)
 
     def with_concurrency(self, trials: int) -> "ResourcePlan":
@@ -69,9 +70,13 @@ class ResourcePlan:
         else:
             count = f"{self.gpu_count}x " if self.gpu_count > 1 else ""
             head = f"Using profile '{self.gpu_model}' ({count}{self.vram_gb:g}GB VRAM)"
-        batch = f"batch {self.train_batch_size_per_learner}" + (
-            f" per learner x {self.num_learners}" if self.num_learners > 1 else ""
-        ) + (f" ({self.timeframe})" if self.timeframe else "")
+        if self.num_learners > 1 and self.update_batch % self.num_learners:
+            split = f" over {self.num_learners} learners ({', '.join(map(str, self.batch_plan.slices))})"
+            batch = f"batch {self.update_batch}{split}"
+        else:
+            batch = f"batch {self.train_batch_size_per_learner}" + (
+                f" per learner x {self.num_learners}" if self.num_learners > 1 else "")
+        batch += f" ({self.timeframe})" if self.timeframe else ""
         knobs = "".join([f", mixed precision {self.mixed_precision}" if self.mixed_precision != "none" else "",
                          ", torch.compile learner" if self.torch_compile_learner else ""])
         if self.num_env_runners:
@@ -105,6 +110,26 @@ def trials_at_once(preset: HardwarePreset) -> int:
     }[preset.strategy]
     by_cpu = int(preset.cpus // cpus_per_trial(preset))
     return max(1, min(by_gpu, by_cpu))
+
+
+def idle_cpus(plan: "ResourcePlan", preset: HardwarePreset, num_trials: int) -> str | None:
+    """Why a plan leaves some of the preset's CPUs unused (a preset that declares 16 CPUs and plans 6 says so)."""
+    used = plan.cpus_per_trial * plan.max_concurrent_trials
+    if used >= preset.cpus:
+        return None
+    at_once = trials_at_once(preset)
+    if plan.max_concurrent_trials < min(at_once, num_trials):
+        why = "the experiment's tune.max_concurrent_trials caps it"
+    elif num_trials < at_once:
+        why = f"the experiment has {num_trials} trial(s)"
+    elif preset.strategy == "multi_gpu_learners":
+        why = "one trial holds all the GPUs"
+    else:
+        why = (f"the GPUs take {at_once} at once ({preset.gpu_count} GPU(s) x trials_per_gpu "
+               f"{preset.trials_per_gpu if preset.strategy == 'shared_gpu' else 1})")
+    return (f"uses {used:g} of the preset's {preset.cpus} CPUs: {plan.max_concurrent_trials} trial(s) at once x "
+            f"{plan.cpus_per_trial:g} CPU, because {why}; the rest are left to the driver, data and scoring "
+            "(a larger env_runners_per_trial in the preset gives each trial more)")
 
 
 def gpus_per_learner(preset: HardwarePreset) -> float:
@@ -143,6 +168,7 @@ def resolve_plan(preset: HardwarePreset, timeframe: str | None, num_trials: int,
         num_envs_per_env_runner=preset.envs_per_env_runner,
         num_cpus_per_env_runner=preset.cpus_per_env_runner,
         train_batch_size_per_learner=batch_plan.per_learner,
+        update_batch=batch_plan.batch,
         lr_scale=batch_plan.lr_scale,
         lr_rule=batch_plan.lr_rule,
         experiment_batch=batch,
@@ -154,6 +180,13 @@ def resolve_plan(preset: HardwarePreset, timeframe: str | None, num_trials: int,
     )
 
 
+# What a run spends besides env steps, measured on the cpu preset (2 cores, conf/dqn_btc.yaml, docs/hardware.md):
+# each wave of trials waits ~6 s for its trial actors to start, build RLlib and write the last checkpoint, and a
+# run spends ~35 s starting Ray, reading data and features, and scoring (backtests, importance, registration).
+TRIAL_START_S = 6.0
+RUN_START_S = 35.0
+
+
 @dataclass
 class PlanEstimate:
     """Wall-clock and cost of a sweep from the preset's declared throughput (a budget, not a promise)."""
@@ -162,18 +195,30 @@ class PlanEstimate:
     trials_at_once: int
     waves: int
     env_steps_per_trial: int
-    hours: float
+    hours: float  # everything: training, trial starts, the run's start and its scoring
     cost_usd: float | None
+    training_hours: float = 0.0  # env steps at the preset's rate alone
 
     def describe(self) -> str:
-        """'8 trials, 4 at once -> 2 waves x 100000 env steps: 1.2 h, $14.70'."""
+        """'8 trials, 4 at once -> 2 waves x 100000 env steps: 1.2 h (training 1.1 h + starts and scoring), $14.70'."""
         cost = (
             f"${self.cost_usd:,.2f}" if self.cost_usd is not None else "cost unknown (no price in the preset)"
         )
         return (
             f"{self.trials} trials, {self.trials_at_once} at once -> {self.waves} wave(s) x "
-            f"{self.env_steps_per_trial} env steps: {self.hours:.2f} h, {cost}"
+            f"{self.env_steps_per_trial} env steps: {self.short()} (training {duration(self.training_hours * 3600)} "
+            f"+ {self.waves} trial start(s) x {TRIAL_START_S:g} s + {RUN_START_S:g} s to start and score), {cost}"
         )
+
+    def short(self) -> str:
+        return duration(self.hours * 3600)
+
+
+def duration(seconds: float) -> str:
+    """'45 s', '3.2 min', '1.25 h': a plan's and a run's times, in the unit a person reads them in."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.2f} h"
 
 
 def estimate(
@@ -187,9 +232,10 @@ def estimate(
             f"got {num_trials} and {env_steps_per_trial}"
         )
     waves = math.ceil(num_trials / plan.max_concurrent_trials)
-    hours = waves * env_steps_per_trial / (preset.env_steps_per_second * speedup) / 3600
+    training = waves * env_steps_per_trial / (preset.env_steps_per_second * speedup) / 3600
+    hours = training + (waves * TRIAL_START_S + RUN_START_S) / 3600
     cost = hours * preset.price_per_hour_usd if preset.price_per_hour_usd is not None else None
-    return PlanEstimate(num_trials, plan.max_concurrent_trials, waves, env_steps_per_trial, hours, cost)
+    return PlanEstimate(num_trials, plan.max_concurrent_trials, waves, env_steps_per_trial, hours, cost, training)
 
 
 def check_cluster(plan: ResourcePlan, cluster_resources: Mapping[str, float],

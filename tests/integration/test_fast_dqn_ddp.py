@@ -13,14 +13,14 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 
-def test_two_ddp_learners_stay_identical_and_feed_priorities(ray_session):
+def test_two_ddp_learners_with_uneven_slices_stay_identical_and_feed_priorities(ray_session):
     from experiments.config import load_experiment
     from experiments.hardware import load_preset, resolve_plan
     from experiments.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / "canary_planted.yaml", [
         "learners.num_learners=2", "training.replay_buffer.type=prioritized",
-        "training.train_batch_size_per_learner=32", "evaluation.evaluation_interval=null"])  # 16 per learner
+        "training.train_batch_size_per_learner=33", "evaluation.evaluation_interval=null"])  # 17 + 16, weighted
     algo = build_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=0).build_algo()
     try:
         for _ in range(2):

@@ -85,11 +85,13 @@ def test_opted_in_large_batch_follows_the_declared_lr_rule_and_keeps_the_replay_
     assert plan.batch_plan.changes_learning
 
 
-def test_a_batch_that_data_parallel_learners_cannot_split_is_an_input_error():
+def test_fastdqn_splits_the_main_jobs_batch_over_three_gpus_and_stock_rllib_names_a_batch_that_works():
     from envs.errors import InputError
 
-    with pytest.raises(InputError, match="multiple of 3"):
-        bundles_for("workstation_3gpu_ddp")  # dqn_btc's batch 32 over 3 GPUs
+    _, plan, config, _ = bundles_for("workstation_3gpu_ddp")  # dqn_btc's batch 32 over 3 GPUs: 11, 11, 10
+    assert config.update_batch == 32 and config.train_batch_size_per_learner == 11
+    with pytest.raises(InputError, match="to 30 or 33"):
+        bundles_for("workstation_3gpu_ddp", overrides=["training.implementation=rllib"])
 
 
 def test_opting_in_on_a_preset_without_large_batch_is_an_input_error():

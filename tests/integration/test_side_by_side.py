@@ -50,6 +50,7 @@ def test_shipped_agents_train_side_by_side(tmp_path: Path) -> None:
     assert all(r.info.status == "FINISHED" for r in parents)
     assert output.count("(out of sample)") >= len(listed)  # one evaluation per experiment
     assert "experiments side by side" in output  # the one table of every experiment's trials
+    assert "ui --backend-store-uri" in output and output.count("then http://127.0.0.1:5000/#/experiments/") >= 1
 
 
 def test_a_killed_experiment_leaves_the_others_running(tmp_path: Path) -> None:

@@ -119,6 +119,32 @@ def test_best_policy_is_registered_apart_from_the_real_model_and_loads(smoke_run
     assert len(str(error.value)) < 200
 
 
+def test_the_run_says_how_long_it_took_next_to_the_estimate(smoke_run):
+    """The plan's estimate once said 1.8 min for a 3-6 min run: now each run prints both, so they can be compared."""
+    _, _, out = smoke_run
+    text = (out / "stdout.txt").read_text()
+    took = re.search(r"took ([\d.]+) (s|min|h), estimated ([\d.]+) (s|min|h) \(preset cpu", text)
+    assert took, text[-3000:]
+    assert "trial start(s) x 6 s + 35 s to start and score" in text
+
+
+def test_the_docs_pyfunc_snippet_runs_as_written_from_a_fresh_shell(smoke_run, tmp_path):
+    """docs/mlflow.md's snippet, from a folder whose ./mlruns/mlflow.db is the store (the smoke model's name in
+    place of the main job's); it must not leave a stray ./mlflow.db."""
+
+    _, client, out = smoke_run
+    snippet = re.search(r"```python\n(.*?pyfunc\.load_model.*?)```", (REPO / "docs/mlflow.md").read_text(), re.S)
+    code = snippet.group(1).replace("models:/dqn_btc/latest", "models:/dqn_btc-smoke/latest")
+    (tmp_path / "mlruns").mkdir()
+    (tmp_path / "mlruns" / "mlflow.db").symlink_to(out / "mlflow.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"\[[01] [01]\]\n\[[01]\]", result.stdout), result.stdout
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 def test_the_scored_checkpoint_is_the_best_by_validation(smoke_run):
     """The registered checkpoint is the one with the best validation return of all iterations of the most
     recent fold's trials (each iteration is checkpointed in the smoke run), not the newest."""

@@ -171,3 +171,14 @@ def test_the_cli_names_what_is_missing_in_one_line(store, capsys, args, fragment
 def test_the_cli_without_a_store_exits_2(tmp_path, capsys):
     assert compare.main(["--tracking-uri", f"sqlite:///{tmp_path / 'absent.db'}"]) == 2
     assert "no MLflow store" in capsys.readouterr().err
+
+
+def test_a_param_only_the_chosen_trial_logged_did_not_vary():
+    """The registered model's config (greedy_argmax, observation_shape) is logged on one trial only: constant."""
+    from types import SimpleNamespace
+
+    def run(**params: str) -> SimpleNamespace:
+        return SimpleNamespace(data=SimpleNamespace(params=params))
+
+    runs = [run(lr="0.1", greedy_argmax="False", observation_shape="[194]"), run(lr="0.2"), run(lr="0.2")]
+    assert compare.varying_params(runs) == ["lr"]

@@ -185,3 +185,28 @@ def test_cli_errors_exit_2_with_one_clear_message(args, fragment):
     result = run_cli(*args, "--dry-run")
     assert result.returncode == 2
     assert fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def test_set_algorithm_starts_training_afresh_and_names_the_ready_made_conf():
+    """--set algorithm=ppo on the DQN file failed on training.implementation, one key at a time, blaming the file."""
+    from experiments.config import load_experiment
+
+    exp = load_experiment(REPO / "conf" / "dqn_btc.yaml", ["algorithm=ppo", "training.lr=1e-4"])
+    assert exp.algorithm == "ppo" and exp.training.lr == 1e-4
+    assert "training.n_step" not in exp.tune.search_space
+    notes = " | ".join(exp.notes)
+    assert "algorithm dqn -> ppo: training and its searches (training.n_step) start from ppo's defaults" in notes
+    assert "env_runners.rollout_fragment_length: 4 comes from" in notes  # DQN's small fragments, kept: said
+    assert "conf/ppo_btc.yaml" in notes
+    quiet = load_experiment(REPO / "conf" / "dqn_btc.yaml", ["algorithm=ppo", "env_runners.rollout_fragment_length=auto"])
+    assert not any("rollout_fragment_length" in note for note in quiet.notes)
+    assert load_experiment(REPO / "conf" / "dqn_btc.yaml", ["algorithm=dqn"]).notes == []
+
+
+def test_a_smoke_test_without_folds_or_groups_trains_two_different_points():
+    """The agents' smoke runs sampled one lr twice: the side-by-side table showed a sweep of one point twice."""
+    from experiments.preflight import load
+
+    exp = load(REPO / "conf" / "dqn_testprio_codec.yaml", [], smoke_test=True)
+    assert exp.num_trials() == 2
+    assert exp.tune.search_space["training.lr"] == {"grid": [0.0003, 0.001]}

@@ -153,8 +153,9 @@ def test_the_preset_keeps_the_experiment_batch_unless_opted_in() -> None:
 def test_data_parallel_presets_split_the_update_batch() -> None:
     plan = resolve_plan(load_preset("p4d_24xlarge_ddp"), "1h", 1, 64)
     assert plan.num_learners == 8 and plan.train_batch_size_per_learner == 8
-    with pytest.raises(InputError, match="multiple of 3"):
-        resolve_plan(load_preset("workstation_3gpu_ddp"), "1h", 1, 32)
+    uneven = resolve_plan(load_preset("workstation_3gpu_ddp"), "1h", 1, 32)  # the main job's batch on 3 GPUs
+    assert uneven.update_batch == 32 and uneven.batch_plan.slices == (11, 11, 10)
+    assert "11, 11, 10: each slice's loss weighted by its share" in uneven.batch_plan.describe()
     assert resolve_plan(load_preset("workstation_3gpu_ddp"), "1h", 1).train_batch_size_per_learner == 11  # 33 / 3
 
 
@@ -200,10 +201,13 @@ def test_estimate_arithmetic_by_hand() -> None:
     preset = _round_preset(price=2.0)
     plan = resolve_plan(preset, None, num_trials=10)
     result = estimate(plan, preset, num_trials=10, env_steps_per_trial=36_000)
-    # 10 trials, 4 at once -> 3 waves; 36,000 steps at 100/s = 0.1 h per wave -> 0.3 h at $2/h.
+    # 10 trials, 4 at once -> 3 waves; 36,000 steps at 100/s = 0.1 h per wave, + 3 trial starts and the run's
+    # start and scoring -> 0.3 h + (3 x 6 s + 35 s) at $2/h.
     assert (result.trials, result.trials_at_once, result.waves) == (10, 4, 3)
-    assert result.hours == pytest.approx(0.3)
-    assert result.cost_usd == pytest.approx(0.6)
+    assert result.training_hours == pytest.approx(0.3)
+    assert result.hours == pytest.approx(0.3 + (3 * 6 + 35) / 3600)
+    assert result.cost_usd == pytest.approx(2 * result.hours)
+    assert "training 18.0 min + 3 trial start(s) x 6 s + 35 s to start and score" in result.describe()
 
 
 def test_estimate_without_price_has_no_cost() -> None:
@@ -412,7 +416,7 @@ def test_cli_show_prints_plans_for_1h_and_1d() -> None:
         and "batch 32 -> 512, lr x 4 (sqrt rule)" in stdout
         and "batch 32 -> 384" in stdout
         and "3 wave(s)" in stdout
-        and "$5.10" in stdout
+        and "$5.28" in stdout  # 25.0 min of training + 3 trial starts + the run's start and scoring
     )
 
 
@@ -447,3 +451,41 @@ def test_every_preset_waves_are_consistent() -> None:
         preset = load_preset(name)
         plan = resolve_plan(preset, None, num_trials=7)
         assert estimate(plan, preset, 7, 1000).waves == math.ceil(7 / plan.max_concurrent_trials)
+
+
+def test_every_shipped_preset_plans_every_shipped_conf_or_names_a_batch_that_works() -> None:
+    """The issue: workstation_3gpu_ddp refused the main job. FastDQN splits any batch; a stock RLlib learner
+    (PPO, implementation: rllib) that cannot is refused in one line naming batches that do split."""
+    from experiments.config import load_experiment
+    from experiments.preflight import plan_resources
+    from tests.conftest import shipped_experiments
+
+    refused = []
+    for conf in shipped_experiments():
+        exp = load_experiment(conf, [])
+        for name in available_presets():
+            try:
+                plan_resources(exp, load_preset(name), "test")
+            except InputError as error:
+                assert not exp.spec.splits_batch_unevenly(exp.training), (conf.name, name, error)
+                assert "set training.train_batch_size_per_learner to" in str(error) and "\n" not in str(error)
+                refused.append((conf.name, name))
+    assert all(algorithm_of(conf) != "dqn" for conf, _ in refused), refused
+
+
+def algorithm_of(conf_name: str) -> str:
+    from experiments.config import load_experiment
+    from tests.conftest import REPO
+
+    return load_experiment(REPO / "conf" / conf_name, []).algorithm
+
+
+def test_a_plan_that_leaves_cpus_idle_says_why() -> None:
+    from experiments.hardware.plan import idle_cpus
+
+    a100 = load_preset("a100_40gb")
+    line = idle_cpus(resolve_plan(a100, "1h", 16), a100, 16)
+    assert line.startswith("uses 6 of the preset's 16 CPUs: 2 trial(s) at once x 3 CPU, because the GPUs take 2")
+    assert "the experiment has 1 trial(s)" in idle_cpus(resolve_plan(a100, "1h", 1), a100, 1)
+    cpu = load_preset("cpu")
+    assert idle_cpus(resolve_plan(cpu, "1h", 16), cpu, 16) is None  # both cores busy

@@ -9,10 +9,12 @@ import pandas as pd
 import pytest
 
 from envs.errors import InputError
+from envs.splits import Fold
 from envs.trading.backtest import agent_targets, evaluate_policy
 from envs.trading.data import save_bars
-from envs.trading.env import SpotTradingEnv
+from envs.trading.env import Market, SpotTradingEnv
 from envs.trading.ledger import EQUITY_FLOOR, Ledger, simulate_positions
+from envs.trading.vector_env import SpotTradingVectorEnv
 
 SHORT = 0  # long_short's action order is (-1, 0, 1)
 
@@ -109,3 +111,109 @@ def test_the_backtest_replays_the_call_like_the_env_walk(tmp_path):
 def test_maintenance_margin_must_be_a_fraction(margin):
     with pytest.raises(InputError, match="maintenance_margin"):
         SpotTradingEnv({"positions": "long_short", "maintenance_margin": margin})
+
+
+# --- A short held between decisions (decision_interval > 1) is checked at every open and close it is held
+# through, in time order, by the single env, the batched env and the backtest alike.
+
+
+def _market(opens: np.ndarray, closes: np.ndarray) -> Market:
+    """A bare market of the given bars (one constant feature; every part is the whole series), so that
+    prices alone decide the walk."""
+    n = len(closes)
+    whole = (0, n)
+    return Market(timestamps=pd.date_range("2022-01-01", periods=n, freq="1h", tz="UTC").to_numpy(),
+                  opens=np.asarray(opens, dtype=np.float64), closes=np.asarray(closes, dtype=np.float64),
+                  features=np.zeros((n, 1)), bounds={"train": whole, "validation": whole, "test": whole},
+                  timeframe="1h", fold=Fold(0, whole, whole, whole))
+
+
+def _walk_config(interval: int, **overrides) -> dict:
+    return {"positions": "long_short", "decision_interval": interval, "window": 1, "episode_length": None,
+            "split": "test", **overrides}
+
+
+def _scripted(actions):
+    """A policy that plays `actions` in order (then flat), for `agent_targets`."""
+    moves = iter(actions)
+    return lambda obs: np.full(len(obs), next(moves, 1))
+
+
+def _single_and_backtest(market: Market, config: dict, actions) -> tuple[tuple[bool, float, int], tuple[bool, float]]:
+    """The single env's walk (margin call, final equity, last row) and the backtest's replay of its positions
+    (margin call, final equity), both as `evaluate_policy` computes them."""
+    env = SpotTradingEnv(config, market=market)
+    targets = agent_targets(_scripted(actions), env)
+    lo, hi = market.bounds["test"]
+    walk = (env.ledger.margin_called, env.ledger.equity(market.closes[hi - 1]), env._t)
+    equity, ledger = simulate_positions(targets, market.opens[lo:hi], market.closes[lo:hi], env.fee_rate,
+                                        env.slippage_rate, env.cfg.maintenance_margin)
+    return walk, (ledger.margin_called, float(equity[-1]))
+
+
+def _batched(market: Market, config: dict, actions: np.ndarray) -> list[tuple[bool, float, int]]:
+    """One sub-env per row of `actions` (num_envs x steps), stepped together: each sub-env's first episode end
+    (margin call, final equity, last row). Sub-envs called early autoreset while the others go on."""
+    env = SpotTradingVectorEnv(config, num_envs=len(actions), market=market)
+    env.reset(seed=0)
+    ended: list[tuple[bool, float, int] | None] = [None] * len(actions)
+    for step in range(actions.shape[1]):
+        _, _, terminated, truncated, info = env.step(actions[:, step])
+        for i in np.flatnonzero(terminated | truncated):
+            if ended[i] is None:
+                ended[i] = (bool(info["margin_call"][i]), float(info["equity"][i]), int(info["row"][i]))
+        if all(e is not None for e in ended):
+            return ended
+    raise AssertionError(f"episodes did not end in {actions.shape[1]} steps: {ended}")
+
+
+@pytest.mark.parametrize("spike", [200.0, 190.0])  # 200: past zero equity (floored); 190: some equity is left
+def test_a_gap_at_an_open_inside_a_held_interval_is_called_by_env_batched_env_and_backtest(spike):
+    """Flat at 100 but for one bar opening at `spike` (and closing back at 100) in the middle of a 24-bar hold
+    of a short: its open breaches the margin (called at >= ~181.8), so all three liquidate there, at that open."""
+    opens = np.full(60, 100.0)
+    closes = np.full(60, 100.0)
+    opens[10] = spike  # the short is sold at bar 1's open and held through bars 1..24
+    market, config = _market(opens, closes), _walk_config(24)
+    (called, equity, row), (replay_called, replay_equity) = _single_and_backtest(market, config, [SHORT] * 3)
+    [(batched_called, batched_equity, batched_row)] = _batched(market, config, np.full((1, 3), SHORT))
+    assert called and batched_called and replay_called
+    assert row == batched_row == 10
+    assert equity == batched_equity and math.isclose(equity, replay_equity, rel_tol=1e-12)
+    ledger = Ledger(fee_rate=10 / 1e4, slippage_rate=2 / 1e4)  # by hand: the env's short, called at the spike
+    ledger.rebalance(-1.0, 100.0)
+    assert ledger.margin_call(spike) and math.isclose(equity, ledger.cash, rel_tol=1e-12)
+    assert (equity == EQUITY_FLOOR) == (spike == 200.0)
+
+
+def _gap_market(rng: np.random.Generator, n: int) -> Market:
+    """A random walk of closes whose opens mostly follow the last close but sometimes gap far up or down
+    (and the bar closes back near where it was): breaches at opens that the closes do not show."""
+    closes = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, n)))
+    gaps = np.where(rng.random(n) < 0.15, rng.normal(0.0, 0.25, n), rng.normal(0.0, 0.002, n))
+    opens = np.concatenate([[100.0], closes[:-1]]) * np.exp(gaps)
+    return _market(opens, closes)
+
+
+@pytest.mark.parametrize("interval", [1, 3, 24])
+def test_env_batched_env_and_backtest_agree_on_random_gap_markets(interval):
+    """Random markets with gaps, random short/flat/long decisions, several maintenance margins and costs: the
+    single env, the batched env (all of a market's action sequences in one vector env) and the backtest give
+    the same margin calls and final equity."""
+    rng = np.random.default_rng(1234 + interval)
+    calls = 0
+    for case in range(16):
+        market = _gap_market(rng, int(rng.integers(40, 80)))
+        config = _walk_config(interval, maintenance_margin=float(rng.choice([0.1, 0.5, 0.9])),
+                              fee_bps=float(rng.choice([0.0, 10.0])), slippage_bps=float(rng.choice([0.0, 2.0])))
+        steps = -(-len(market.closes) // interval) + 1
+        actions = rng.choice(3, size=(3, steps), p=[0.6, 0.2, 0.2])  # mostly short
+        batched = _batched(market, config, actions)
+        for sequence, (batched_called, batched_equity, batched_row) in zip(actions, batched):
+            (called, equity, row), (replay_called, replay_equity) = _single_and_backtest(market, config, sequence)
+            where = f"case {case}, actions {sequence.tolist()}"
+            assert called == batched_called == replay_called, where
+            assert (equity, row) == (batched_equity, batched_row), where
+            assert np.isclose(equity, replay_equity, rtol=1e-9, atol=0.0), where
+            calls += called
+    assert calls >= 10  # the comparison crossed margin calls

@@ -102,3 +102,45 @@ def test_tables_show_significant_digits_not_rounded_decimals():
 
 def test_the_notebook_uses_the_same_display_options():
     assert "compare.DISPLAY_OPTIONS" in (REPO / "notebooks/compare_runs.ipynb").read_text()
+
+
+def test_a_version_that_means_something_else_gets_a_name_that_says_so(tmp_path):
+    """Four smoke runs put DQN, PPO and DQN with 194 then 218 floats under one name; now each meaning keeps its
+    own name, and the same meaning keeps the same name."""
+    from mlflow import MlflowClient
+
+    from experiments.registry import model_meaning, name_for_meaning
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    dqn = model_meaning("dqn", (194,), "Discrete(2)", {})
+
+    def register(name: str, meaning: dict[str, str]) -> None:
+        if not client.search_registered_models(f"name = '{name}'"):
+            client.create_registered_model(name)
+        client.create_model_version(name, source=str(tmp_path), tags=meaning)
+
+    assert name_for_meaning(client, "dqn_btc-smoke", dqn) == ("dqn_btc-smoke", None)  # a new name
+    register("dqn_btc-smoke", dqn)
+    assert name_for_meaning(client, "dqn_btc-smoke", dqn) == ("dqn_btc-smoke", None)  # the same meaning
+    ppo_name, why = name_for_meaning(client, "dqn_btc-smoke", model_meaning("ppo", (194,), "Discrete(2)", {}))
+    assert ppo_name == "dqn_btc-smoke-ppo" and "algorithm dqn -> ppo" in why
+    wider, why = name_for_meaning(client, "dqn_btc-smoke", model_meaning("dqn", (218,), "Discrete(2)", {}))
+    assert wider == "dqn_btc-smoke-obs218" and "observation_shape 194 -> 218" in why
+    short, _ = name_for_meaning(client, "dqn_btc-smoke", model_meaning("dqn", (194,), "Discrete(3)", {}))
+    assert short == "dqn_btc-smoke-act3"
+    features = model_meaning("dqn", (194,), "Discrete(2)", {"features": ["basic", {"ta": "RSI"}]})
+    renamed, why = name_for_meaning(client, "dqn_btc-smoke", features)
+    assert renamed.startswith("dqn_btc-smoke-features") and "features default ->" in why
+    register(ppo_name, model_meaning("dqn", (10,), "Discrete(2)", {}))  # the derived name is taken by another meaning
+    taken, _ = name_for_meaning(client, "dqn_btc-smoke", model_meaning("ppo", (194,), "Discrete(2)", {}))
+    assert taken not in ("dqn_btc-smoke", ppo_name)
+
+
+def test_the_commit_tag_says_when_the_tree_was_dirty():
+    import subprocess
+
+    from experiments.provenance import git_commit
+
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           cwd=REPO).stdout.strip()
+    assert git_commit().endswith("+dirty") == bool(dirty)

@@ -155,6 +155,9 @@ def test_validation_split_walks_whole_split(bars_file):
         ({"split_fractions": [0.5, 0.5]}, "split_fractions"),
         ({"fee_bps": -1}, "fee_bps"),
         ({"data_path": "/nonexistent/BTC.parquet"}, "not found"),
+        ({"decision_interval": 100_000}, "decision_interval 100000 bars leaves fewer than 2 decisions in an episode"),
+        ({"protocol": {"type": "walk_forward", "folds": 2, "validation_size": 50, "test_size": 50},
+          "split_fractions": [0.9, 0.2, 0.1]}, "split_fractions is not used when a protocol cuts the parts"),
     ],
 )
 def test_config_errors_are_clear(config, fragment):
@@ -190,3 +193,21 @@ def test_performance_metrics_by_hand():
     assert math.isclose(metrics["sharpe"], r.mean() / r.std(ddof=1) * math.sqrt(365))
     assert math.isclose(metrics["max_drawdown"], 1 - 0.99 / 1.1)
     assert math.isclose(metrics["total_return"], 0.2)
+
+
+def test_an_interval_longer_than_a_part_is_refused_naming_the_parts(bars_file):
+    """decision_interval: 100000 on 20,111 bars passed --dry-run: every part must hold two decisions."""
+    config = {"data_path": str(bars_file), **SMALL, "episode_length": None, "decision_interval": 61, "split": "test"}
+    with pytest.raises(InputError, match=r"decision_interval 61 bars leaves fewer than 2 decisions in some parts "
+                                         r"\(validation 120, test 120 bars\)"):
+        SpotTradingEnv(config)
+
+
+def test_tables_are_labelled_by_the_datas_symbol_not_the_configs_default(tmp_path):
+    """A Kraken file imported as XBT-USD was labelled BTC-USD (the config's default symbol) in tables."""
+    from envs.trading.data import save_bars
+    from tests.conftest import random_walk_bars
+
+    path = save_bars(random_walk_bars(), tmp_path / "XBT-USD_1h.parquet", "XBT-USD", "1h")
+    report = evaluate_policy(lambda obs: np.zeros(len(obs), dtype=int), {"data_path": str(path), **SMALL})
+    assert report.data_label == "XBT-USD 1h" and report.title.startswith("XBT-USD 1h test period")

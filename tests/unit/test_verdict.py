@@ -116,6 +116,21 @@ def test_an_agent_that_never_trades_has_no_evidence_against_flat():
     verdict = build_verdict(trials, "max", periods_per_year=8760)
     flat = next(edge for edge in verdict.edges if edge.baseline == "flat")
     assert math.isnan(flat.dsr) and not flat.supported
+    assert flat.left_out == ("seed 0: its excess returns never vary", "seed 1: its excess returns never vary")
+
+
+def test_a_seed_left_out_of_the_dsr_is_named_in_the_verdict_line():
+    """The verdict dropped a seed whose DSR could not be computed without saying so."""
+    trials = _trials(0.0)
+    for trial in trials:
+        if trial.seed == 1:
+            trial.report.returns["agent"] = 0.0
+    verdict = build_verdict(trials, "max", periods_per_year=8760)
+    line = next(line for line in verdict.lines() if line.startswith("edge over flat"))
+    assert line.endswith("; DSR without seed 1: its excess returns never vary)")
+    assert math.isfinite(next(edge for edge in verdict.edges if edge.baseline == "flat").dsr)  # seed 0's
+    buy_and_hold = next(line for line in verdict.lines() if line.startswith("edge over buy_and_hold"))
+    assert "DSR without" not in buy_and_hold
 
 
 def test_many_verdicts_at_once_need_a_stricter_dsr():

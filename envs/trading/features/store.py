@@ -44,7 +44,18 @@ def code_version() -> str:
     for path in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(path.read_bytes())
     digest.update(f"talib {talib.__version__} numpy {np.__version__} pandas {pd.__version__}".encode())
+    digest.update(f"numpy SIMD {'baseline' if numpy_simd_pinned() else 'native'}".encode())
     return digest.hexdigest()[:16]
+
+
+def numpy_simd_pinned() -> bool:
+    """Whether numpy runs its baseline loops only (experiments.run --cross-cpu): a matrix computed that way is
+    the same on every CPU, one computed with this CPU's AVX2/AVX-512 loops may differ in the last bits, so the
+    two are stored apart."""
+    from numpy._core import _multiarray_umath
+
+    disabled = set(os.environ.get("NPY_DISABLE_CPU_FEATURES", "").replace(",", " ").split())
+    return set(_multiarray_umath.__cpu_dispatch__) <= disabled
 
 
 def _canonical(items: tuple[Item, ...], digests: dict[str, str]) -> list[Any]:
