@@ -23,12 +23,12 @@ from rich.console import Console
 import envs
 from envs.errors import InputError
 from experiments import cross_cpu
-from experiments.provenance import git_commit, machine_tags
 from experiments.cluster import LOCAL, RayTarget
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan, check_live_cluster
 from experiments.hardware.plan import duration
 from experiments.preflight import Checked
+from experiments.provenance import git_commit, machine_tags
 from experiments.run_status import StatusFile
 from experiments.shell import python_command, tool_command
 from experiments.storage import Storage, warn_environment_credentials
@@ -247,7 +247,6 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
                           f"--resume{resume_flags(args)}", markup=False)
             return 130
         from experiments.scoring import score_sweep
-
         from experiments.trials_ledger import LedgerRun, TrialsLedger
 
         status_file.update(phase="scoring")

@@ -18,7 +18,14 @@ import envs
 from envs.errors import InputError
 from experiments.checks import ENV_CONFIG_PREFIX
 from experiments.config import ExperimentConfig, load_experiment
-from experiments.hardware import HardwarePreset, PlanEstimate, ResourcePlan, estimate, resolve_plan, select_preset
+from experiments.hardware import (
+    HardwarePreset,
+    PlanEstimate,
+    ResourcePlan,
+    estimate,
+    resolve_plan,
+    select_preset,
+)
 from experiments.hardware.batch import check_split
 from experiments.hardware.plan import idle_cpus
 from experiments.protocol import FOLD_KEY, fold_indices

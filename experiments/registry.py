@@ -19,9 +19,9 @@ import hashlib
 import json
 import os
 import re
-from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import mlflow
 import numpy as np

@@ -16,14 +16,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from envs.report import EvaluationReport
-from experiments.provenance import machine_line
 from experiments.evaluate import print_frame
+from experiments.provenance import machine_line
 from experiments.scoring import Trial
 from experiments.tracking import log_metrics, sanitize_key
 from experiments.verdict import AGENT, TABLE_METRICS, Verdict
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+
 
 def fold_table(verdict: Verdict) -> pd.DataFrame:
     """The per-fold table for printing: one row per fold and strategy, the test period in the first row."""

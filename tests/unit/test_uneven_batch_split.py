@@ -18,10 +18,10 @@ def test_slices_cover_the_batch_as_evenly_as_possible(batch, learners, sizes):
 
 @pytest.mark.parametrize("batch, learners", [(32, 3), (33, 2), (768, 5), (32, 4)])
 def test_weighted_uneven_slices_average_to_the_single_learner_gradient(batch, learners):
+    from ray.rllib.algorithms.dqn.dqn_learner import QF_NEXT_PREDS, QF_PREDS, QF_TARGET_NEXT_PREDS
     from ray.rllib.core.columns import Columns
 
     from algos.fast_learner import dqn_loss
-    from ray.rllib.algorithms.dqn.dqn_learner import QF_NEXT_PREDS, QF_PREDS, QF_TARGET_NEXT_PREDS
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).double()
