@@ -51,6 +51,9 @@ class EnvFamily:
     # "module:function(policy, env_config) -> DataFrame" of each feature's importance on the validation part (its
     # return's drop when the feature is permuted), or None: the family does not say which inputs matter.
     importance: str | None = None
+    # env_config keys that cut the data themselves and mean nothing once a protocol does (folds: True): a file that
+    # sets one next to evaluation.protocol is refused, not silently ignored (trading: split_fractions).
+    unused_with_protocol: tuple[str, ...] = ()
 
 
 _TESTPRIO_CONFIG = "envs.agents.testprio.config:PrioritizationConfig"
@@ -60,7 +63,8 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         vector_entry_point="envs.trading.vector_env:SpotTradingVectorEnv", config_model="envs.trading.env:TradingConfig",
         prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
         data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
-        path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance"),
+        path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
+        unused_with_protocol=("split_fractions",)),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),

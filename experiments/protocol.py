@@ -34,6 +34,10 @@ def apply_protocol(exp: "ExperimentConfig", source: str) -> None:
     for key in ("protocol", "fold"):
         if key in env_config or f"environment.env_config.{key}" in space:
             raise InputError(f"{source}: environment.env_config.{key} is set by evaluation.protocol: remove it")
+    for key in envs.family(env_id).unused_with_protocol:
+        if key in env_config or f"environment.env_config.{key}" in space:
+            raise InputError(f"{source}: environment.env_config.{key} is not used when evaluation.protocol cuts the "
+                             f"parts (type {protocol.type}): remove it, or drop evaluation.protocol to use it")
     env_config["protocol"] = protocol.as_dict()
     if protocol.num_folds > 1:
         if exp.tune.search_alg == "optuna":

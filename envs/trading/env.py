@@ -115,10 +115,6 @@ class TradingConfig(StrictModel):
     @model_validator(mode="after")
     def _protocol_is_valid(self) -> "TradingConfig":
         self.split_protocol()  # raises on a bad protocol or split_fractions
-        if self.protocol is not None and "split_fractions" in self.model_fields_set:
-            raise ValueError("env_config.split_fractions is not used when a protocol cuts the parts "
-                             "(evaluation.protocol): remove it, or cut one holdout with evaluation.protocol: "
-                             "{type: holdout, fractions: [...]}")
         return self
 
     @model_validator(mode="after")

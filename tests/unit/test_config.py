@@ -210,3 +210,13 @@ def test_a_smoke_test_without_folds_or_groups_trains_two_different_points():
     exp = load(REPO / "conf" / "dqn_testprio_codec.yaml", [], smoke_test=True)
     assert exp.num_trials() == 2
     assert exp.tune.search_space["training.lr"] == {"grid": [0.0003, 0.001]}
+
+
+def test_a_setting_the_protocol_ignores_is_refused():
+    """split_fractions: [0.9, 0.2, 0.1] passed the dry run under walk_forward, where it is silently unused."""
+    from envs.errors import InputError
+    from experiments.config import load_experiment
+
+    with pytest.raises(InputError, match=r"environment.env_config.split_fractions is not used when evaluation.protocol "
+                                         r"cuts the parts \(type walk_forward\)"):
+        load_experiment(REPO / "conf" / "dqn_btc.yaml", ["environment.env_config.split_fractions=[0.9, 0.2, 0.1]"])

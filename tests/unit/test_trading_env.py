@@ -156,8 +156,6 @@ def test_validation_split_walks_whole_split(bars_file):
         ({"fee_bps": -1}, "fee_bps"),
         ({"data_path": "/nonexistent/BTC.parquet"}, "not found"),
         ({"decision_interval": 100_000}, "decision_interval 100000 bars leaves fewer than 2 decisions in an episode"),
-        ({"protocol": {"type": "walk_forward", "folds": 2, "validation_size": 50, "test_size": 50},
-          "split_fractions": [0.9, 0.2, 0.1]}, "split_fractions is not used when a protocol cuts the parts"),
     ],
 )
 def test_config_errors_are_clear(config, fragment):
