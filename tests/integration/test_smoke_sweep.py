@@ -126,6 +126,15 @@ def test_the_run_says_how_long_it_took_next_to_the_estimate(smoke_run):
     took = re.search(r"took ([\d.]+) (s|min|h), estimated ([\d.]+) (s|min|h) \(preset cpu", text)
     assert took, text[-3000:]
     assert "trial start(s) x 6 s + 35 s to start and score" in text
+    assert "numbers from " in text and "--cross-cpu" in text  # the verdict names its machine
+
+
+def test_the_runs_are_tagged_with_their_machine(smoke_run):
+    _, client, _ = smoke_run
+    parent = next(r for r in client.search_runs([client.get_experiment_by_name("smoke").experiment_id])
+                  if r.data.tags.get("role") == "sweep")
+    assert parent.data.tags["numerics"] == "native" and parent.data.tags["machine/cpu"]
+    assert parent.data.tags["machine/torch_cpu_capability"]  # DEFAULT, AVX2, AVX512, ... (torch picks by CPU)
 
 
 def test_the_docs_pyfunc_snippet_runs_as_written_from_a_fresh_shell(smoke_run, tmp_path):
