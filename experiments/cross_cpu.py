@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 FLAG_VARIABLE = "RLPLATFORM_CROSS_CPU"
 # Conditional numerical reproducibility: MKL's code path that every Intel and AMD x86-64 CPU runs the same way.
@@ -77,7 +78,10 @@ def describe() -> str:
             f"baseline SIMD only, oneDNN {ONEDNN_ISA}, {THREADS} thread per op)")
 
 
-def fingerprint(bars_path: str = "data/raw/BTC-USD_1h.parquet", updates: int = 200) -> dict[str, str]:
+BUNDLED_BARS = Path(__file__).resolve().parents[1] / "data" / "raw" / "BTC-USD_1h.parquet"
+
+
+def fingerprint(bars_path: Path = BUNDLED_BARS, updates: int = 200) -> dict[str, str]:
     """Digests of numbers this machine computes the way a run does: a feature matrix (numpy and TA-Lib on real
     bars) and a Q-network trained for `updates` Adam steps of the shipped size (torch and MKL). Two machines
     (or one machine under two emulated CPUs) whose digests match compute a run's numbers the same way."""
