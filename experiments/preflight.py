@@ -59,16 +59,20 @@ class Checked:
 
 
 def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
-    """Small, at different points: a group_by grid keeps its first two values, walk-forward folds their last two,
-    and without either the first searched grid keeps its first two values; other grids become choices, and one
-    seed is kept. (Sampling a grid's choices twice gave two identical trials.)"""
+    """Small, at different points: a group_by grid keeps its first two values, walk-forward folds their last two;
+    without either, the first searched grid keeps its first num_samples values when it has that many (sampling
+    its choices twice gave two identical trials); other grids become choices, and one seed is kept."""
     group = exp.tune.group_by
-    grids = [key for key, domain in exp.tune.search_space.items() if "grid" in domain]
-    kept = [key for key in grids if key in (group, FOLD_KEY)] or grids[:1]
+    space_in = exp.tune.search_space
+    grids = [key for key, domain in space_in.items() if "grid" in domain]
+    kept = [key for key in grids if key in (group, FOLD_KEY)]
+    firsts = {key: 2 for key in kept}
+    if not kept and grids and len(space_in[grids[0]]["grid"]) >= exp.tune.num_samples:
+        kept, firsts = grids[:1], {grids[0]: exp.tune.num_samples}
     space = {}
-    for key, domain in exp.tune.search_space.items():
-        if key in kept:
-            domain = {"grid": domain["grid"][-2:] if key == FOLD_KEY else domain["grid"][:2]}  # the latest folds
+    for key, domain in space_in.items():
+        if key in kept:  # walk-forward keeps the latest folds
+            domain = {"grid": domain["grid"][-2:] if key == FOLD_KEY else domain["grid"][:firsts[key]]}
         elif "grid" in domain:
             domain = {"choice": domain["grid"]}
         space[key] = domain
