@@ -81,25 +81,25 @@ def read_experiment(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
 ALGORITHM_TUNED = ("env_runners.rollout_fragment_length",)
 
 
-def switch_algorithm(raw: dict[str, Any], algorithm: Any, source: str) -> list[str]:
+def switch_algorithm(raw: dict[str, Any], algorithm: Any, source: str) -> dict[str, str]:
     """Make `raw` (another algorithm's experiment) a start for `algorithm`: its `training` section and the
     searches over it are the other algorithm's keys, so they go, as with `extends:`; returns what to tell the
     user, keyed by setting: what was dropped, and what stays but was tuned for the other algorithm."""
     before = raw.get("algorithm", "dqn")
     if algorithm == before:
-        return []
+        return {}
     raw.pop("training", None)
     space = (raw.get("tune") or {}).get("search_space")
     dropped = [key for key in space or {} if key.startswith("training.")]
     for key in dropped:
         del space[key]
-    notes = [f"algorithm {before} -> {algorithm}: training and its searches ({', '.join(dropped) or 'none'}) start "
-             f"from {algorithm}'s defaults, not {source}'s"]
+    notes = {"algorithm": f"algorithm {before} -> {algorithm}: training and its searches "
+                          f"({', '.join(dropped) or 'none'}) start from {algorithm}'s defaults, not {source}'s"}
     for dotted in ALGORITHM_TUNED:
         section, key = dotted.split(".")
         if key in (raw.get(section) or {}):
-            notes.append(f"{dotted}: {raw[section][key]!r} comes from {source}, chosen for {before}: check it "
-                         f"for {algorithm} (--set {dotted}=...)")
+            notes[dotted] = (f"{dotted}: {raw[section][key]!r} comes from {source}, chosen for {before}: check it "
+                             f"for {algorithm} (--set {dotted}=...)")
     return notes
 
 

@@ -272,7 +272,8 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
     for text in overrides or []:  # --set algorithm=... starts training afresh, as extends: does
         key, value = parse_override(text)
         if key == ["algorithm"] and isinstance(value, str) and value != raw.get("algorithm", "dqn"):
-            notes = [note for note in switch_algorithm(raw, value, source) if note.split(":")[0] not in set_keys]
+            notes = [note for setting, note in switch_algorithm(raw, value, source).items()
+                     if setting == "algorithm" or setting not in set_keys]
             notes += ready_made(path, raw, value) if value in algos.ALGORITHMS else []
     raw = apply_overrides(raw, overrides or [])
     pinned = pin_overridden_searches(raw, overrides or [])

@@ -111,7 +111,8 @@ def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> 
         raise InputError(f"--dashboard-port {port}: another process listens on {args.dashboard_host}:{port}: pick "
                          "another port, or leave --dashboard-port out to take the next free one")
     # No port: Ray tries 8265 and up to 50 ports after it, so a second run beside the first takes the next free one
-    # (its dashboard process binds even with --no-dashboard, for the state API) and prints the URL it really got.
+    # and prints the URL it really got. An explicit port is checked by Ray even with --no-dashboard (its dashboard
+    # process starts for the state API), which is how a second run used to die on the first one's 8265.
     context = ray.init(address=LOCAL, include_dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
                        dashboard_port=port, logging_level="ERROR", log_to_driver=False)
     print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
