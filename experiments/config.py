@@ -138,7 +138,9 @@ class TuneSection(Section):
     # Pick and score the best trial per value of this setting, e.g. environment.env_config.symbol.
     group_by: str | None = None
     max_concurrent_trials: int | None = Field(default=None, ge=1)  # None: the preset decides
-    max_failures: int = Field(default=0, ge=-1)
+    # A trial whose worker dies (a killed process, a lost node, a storage blip) is retried from its last
+    # checkpoint this many times before it counts as failed (-1: always). A failed trial makes the run partial.
+    max_failures: int = Field(default=2, ge=-1)
     # Custom Ray resources each trial asks for (its main process: the trainer that writes checkpoints), to
     # place trials on the nodes that declare them, e.g. {gpu_node: 1} with `ray start --resources
     # '{"gpu_node": 4}'` on those nodes only. The run refuses to start when no node declares one.

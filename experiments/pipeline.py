@@ -1,17 +1,20 @@
 """The training run behind `experiments.run`: Ray, MLflow parent run, Tune sweep, out-of-sample scoring.
 
-A sweep writes `<output>/<name>/latest_sweep.json` (its Tune folder and MLflow parent run), so
-`--resume` can restore the Tuner and keep logging into the same parent run.
+Each sweep keeps its Tune folder and MLflow parent run in its storage (experiments/sweep_state.py), so `--resume`
+can restore the Tuner and keep logging into the same parent run. How a run ends (docs/faults.md):
+0 whole; 3 partial (a trial failed, a planned fold or seed is missing, a model was not registered); 1 no trial
+could be scored; 4 a fault outside the run (tracking server, storage, disk), in one line with the resume command
+and the whole error chain in a log file; 130 interrupted. Every MLflow run it opened is closed, or recorded for
+the next run to close when the tracking server is what failed.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import socket
+import shlex
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +22,33 @@ import yaml
 from mlflow.entities import RunStatus
 from mlflow.tracking import MlflowClient
 from rich.console import Console
+from rich.markup import escape
 
 import envs
-from envs.errors import InputError
-from experiments import cross_cpu
-from experiments.cluster import LOCAL, RayTarget
+from experiments.cluster import RayTarget
 from experiments.config import ExperimentConfig
+from experiments.faults import (
+    EXIT_FAULT,
+    RunFault,
+    bound_waits,
+    tracking_unreachable,
+    what_failed,
+    write_chain,
+)
 from experiments.hardware import ResourcePlan, check_live_cluster
 from experiments.hardware.plan import duration
+from experiments.local_ray import start_ray
+from experiments.pending_closures import PendingClosures
 from experiments.preflight import Checked
 from experiments.provenance import git_commit, machine_tags
+from experiments.resume_check import check_resumable
 from experiments.run_status import StatusFile
-from experiments.shell import python_command, tool_command
-from experiments.storage import Storage, warn_environment_credentials
+from experiments.shell import python_command
+from experiments.storage import Storage, keep_credentials_out_of_ray
 from experiments.sweep import fit, make_tuner, restore_tuner
+from experiments.sweep_state import FAILED as SWEEP_FAILED
+from experiments.sweep_state import FINISHED as SWEEP_FINISHED
+from experiments.sweep_state import INTERRUPTED, PARTIAL, SweepState, sweep_to_resume
 from experiments.tracking import (
     MlflowTrialCallback,
     close_open_children,
@@ -44,36 +60,8 @@ from experiments.tracking import (
     ui_lines,
 )
 
-DEFAULT_DASHBOARD_PORT = 8265  # Ray's first choice, and the port the docs name
-
 FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED))
-
-
-@dataclass
-class SweepState:
-    """What `--resume` needs to find an interrupted sweep again; kept in the sweep's storage, so a resume
-    from another machine finds it too."""
-
-    tune_dir: str  # the Tune experiment folder, a path inside the storage
-    parent_run_id: str
-    experiment_id: str
-    tracking_uri: str
-
-    @staticmethod
-    def path(storage: Storage, name: str) -> str:
-        return storage.path(name, "latest_sweep.json")
-
-    def save(self, storage: Storage, name: str) -> None:
-        storage.write_text(self.path(storage, name), json.dumps(asdict(self), indent=2))
-
-    @classmethod
-    def load(cls, storage: Storage, name: str) -> "SweepState":
-        path = cls.path(storage, name)
-        text = storage.read_text(path)
-        if text is None:
-            raise InputError(f"{storage.display(path)}: no sweep of '{name}' to resume there: run without --resume "
-                             "(or pass the same --storage or --output as the interrupted run)")
-        return cls(**json.loads(text))
+EXIT_PARTIAL, EXIT_FAILED, EXIT_INTERRUPTED = 3, 1, 130
 
 
 def run_user() -> str:
@@ -84,70 +72,16 @@ def run_user() -> str:
     return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get("mlflow.user", "unknown")
 
 
-def resume_flags(args: argparse.Namespace) -> str:
-    """The flags that find an interrupted sweep's storage again."""
-    flags = "" if args.output == Path("runs") else f" --output {args.output}"
-    return flags + (f" --storage {args.storage}" if args.storage else "")
-
-
-def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> bool:
-    """Join the cluster `target` names, or start a local Ray; returns True when we started it."""
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if target.note:
-        console.print(target.note, markup=False, highlight=False)
-    if not target.starts_local:
-        # Workers on a cluster we join do not inherit our environment: --cross-cpu's pins travel with the job.
-        pins = {"env_vars": cross_cpu.pinned_environment()} if cross_cpu.is_pinned() else None
-        context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False, runtime_env=pins)
-        print_dashboard(context.dashboard_url, console)
-        return False
-    if args.dashboard_host != "127.0.0.1":
-        console.print(f"[yellow]warning: the Ray dashboard listens on {args.dashboard_host}: anyone who can reach "
-                      "this machine can see and control the cluster[/yellow]")
-    port = getattr(args, "dashboard_port", None)
-    if port is not None and not port_is_free(args.dashboard_host, port):
-        raise InputError(f"--dashboard-port {port}: another process listens on {args.dashboard_host}:{port}: pick "
-                         "another port, or leave --dashboard-port out to take the next free one")
-    # No port: Ray tries 8265 and up to 50 ports after it, so a second run beside the first takes the next free one
-    # and prints the URL it really got. An explicit port is checked by Ray even with --no-dashboard (its dashboard
-    # process starts for the state API), which is how a second run used to die on the first one's 8265.
-    context = ray.init(address=LOCAL, include_dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
-                       dashboard_port=port, logging_level="ERROR", log_to_driver=False)
-    print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
-    return True
-
-
-def moved_note(url: str | None, asked_port: int | None) -> str:
-    """Why the URL is not the documented :8265: a second run beside the first takes the next free port."""
-    if asked_port is not None or not url or url.endswith(f":{DEFAULT_DASHBOARD_PORT}"):
-        return ""
-    return f" ({DEFAULT_DASHBOARD_PORT} is taken, by another run here)"
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """Whether `host:port` can be bound now (the test Ray itself makes before it refuses with a traceback)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def print_dashboard(url: str | None, console: Console, note: str = "") -> None:
-    """The dashboard's URL and, when Ray's token authentication is on (the default since 2.59), how to log in.
-    The token itself is never printed: it is the cluster's password."""
-    if not url:
-        return
-    from ray._private.authentication.authentication_utils import is_token_auth_enabled
-
-    console.print(f"Ray dashboard: http://{url}{note}", markup=False, highlight=False)
-    if is_token_auth_enabled():
-        console.print(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints",
-                      markup=False, highlight=False)
+def rerun_command(args: argparse.Namespace, resume: bool) -> str:
+    """The command that resumes this run's sweep (or starts it over): the same file, settings and storage."""
+    words = [python_command(), "-m", "experiments.run", str(args.conf)]
+    words += ["--smoke-test"] if args.smoke_test else []
+    for override in args.overrides:
+        words += ["--set", override]
+    for flag, value in (("--hardware", args.hardware), ("--storage", args.storage)):
+        words += [flag, value] if value else []
+    words += ["--output", str(args.output)] if args.output != Path("runs") else []
+    return shlex.join(words + (["--resume"] if resume else []))
 
 
 def _silence_rllib_import_noise() -> None:
@@ -188,6 +122,16 @@ def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str
     return parent.info.run_id, out_dir
 
 
+@dataclass
+class Ending:
+    """How the sweep ended, for closing its MLflow runs and its state file."""
+
+    mlflow: str = FAILED
+    sweep: str = SWEEP_FAILED
+    state: SweepState | None = None  # set as soon as the sweep has one
+    tracking_down: bool = False  # the tracking server is what failed: closures are recorded, not tried
+
+
 def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Namespace, console: Console) -> int:
     """Sweep the checked experiment (its search space is the one `experiments.sweep.check_buildable` built and
     RLlib validated), track it in MLflow, score out of sample and register; returns the exit code. With
@@ -195,78 +139,116 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
     import ray
     import torch
 
-    from experiments.progress import TrialProgress
-
-    exp, preset, plan, params, storage = checked.exp, checked.preset, checked.plan, checked.params, checked.storage
+    exp, storage = checked.exp, checked.storage
     status_file = StatusFile(args.status_file)
     status_file.update(phase="starting", name=exp.name)
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
     _silence_rllib_import_noise()
-    previous = SweepState.load(storage, exp.name) if args.resume else None
+    bound_waits(os.environ)
+    experiment_dir = args.output.resolve() / exp.name
+    previous = None
+    if args.resume:
+        previous, note = sweep_to_resume(storage, exp.name)
+        if note:
+            console.print(note, markup=False, highlight=False)
     tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
     client = make_client(tracking_uri)
-    warn_environment_credentials(os.environ, console.print)
+    closures = PendingClosures(experiment_dir)
+    try:
+        for line in closures.apply(client, tracking_uri):
+            console.print(line, markup=False, highlight=False)
+        if previous:
+            check_resumable(storage, previous.tune_dir, rerun_command(args, resume=False))
+    except RunFault as fault:
+        print_fault(console, str(fault), None, None)
+        return EXIT_FAULT
+    except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
+        return _ended_by_fault(error, tracking_uri, storage, args, console, experiment_dir)
+    keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, console.print)
     started_ray = start_ray(ray_target, args, console)
+    ending = Ending()
+    try:
+        return _sweep(checked, args, console, client, tracking_uri, previous, experiment_dir, status_file, ending)
+    except KeyboardInterrupt:
+        ending.mlflow, ending.sweep = KILLED, INTERRUPTED
+        raise
+    except RunFault as fault:
+        print_fault(console, str(fault), None, rerun_command(args, resume=True))
+        return EXIT_FAULT
+    except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
+        ending.tracking_down = tracking_unreachable(error, tracking_uri)
+        return _ended_by_fault(error, tracking_uri, storage, args, console, experiment_dir)
+    finally:
+        if ending.state is not None:
+            _close(client, ending.state, ending, closures, storage, exp.name, console)
+        if started_ray:
+            ray.shutdown()
+
+
+def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client: MlflowClient, tracking_uri: str,
+           previous: SweepState | None, experiment_dir: Path, status_file: StatusFile,
+           ending: Ending) -> int:
+    from experiments.progress import TrialProgress
+    from experiments.scoring import SweepFailed, score_sweep
+    from experiments.trials_ledger import LedgerRun, TrialsLedger
+
+    exp, preset, plan, params, storage = checked.exp, checked.preset, checked.plan, checked.params, checked.storage
     env_id = exp.environment.env
     tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id,
             "algorithm": exp.algorithm, **envs.run_tags(env_id, exp.environment.env_config), **machine_tags(),
             "smoke_test": str(args.smoke_test),
             **({"run_group": args.run_group} if args.run_group else {})}
-    status = FAILED
-    state: SweepState | None = previous
+    check_live_cluster(plan, exp.tune.trial_resources)
+    if previous:
+        client.update_run(previous.parent_run_id, status="RUNNING")
+        console.print(f"resuming {storage.display(previous.tune_dir)} into MLflow run {previous.parent_run_id}",
+                      markup=False, highlight=False)
+        state = SweepState(previous.tune_dir, previous.parent_run_id, previous.experiment_id, tracking_uri,
+                           started=previous.started)
+    else:
+        experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
+        parent_id, _ = _open_parent(client, exp, experiment_id, tags, plan, experiment_dir)
+        # The parent run's id in the folder's name: two runs started in the same second get distinct folders.
+        sweep = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}-{parent_id[:6]}"
+        state = SweepState(storage.path(exp.name, "tune", sweep), parent_id, experiment_id, tracking_uri)
+        if not storage.is_local:
+            console.print(f"Tune results and checkpoints: {storage.display(state.tune_dir)}", markup=False,
+                          highlight=False)
+    ending.state = state  # closed whatever happens next
+    state.save(storage, exp.name)
+    out_dir = experiment_dir / state.parent_run_id
+    status_file.update(phase="training", tracking_uri=tracking_uri, experiment_id=state.experiment_id,
+                       parent_run_id=state.parent_run_id)
+    if previous:
+        tuner = restore_tuner(exp, storage, previous.tune_dir, params)
+    else:
+        tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
+                                      _trial_params(exp, plan, params.search_keys), tags,
+                                      trial_tags(envs.family(env_id).tag_keys))
+        tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
+                           [tracker, TrialProgress(console, params.search_keys, status=status_file)])
+    results, interrupted = fit(tuner, out_dir / "tune.log", resuming=previous is not None)
+    console.print()
+    if interrupted:
+        ending.mlflow, ending.sweep = KILLED, INTERRUPTED
+        console.print(f"sweep interrupted: continue it with {rerun_command(args, resume=True)}", markup=False,
+                      highlight=False)
+        return EXIT_INTERRUPTED
+    for result in results:  # a trial lost to the storage or the disk: the run ends as the fault it is
+        if result.error is not None and what_failed(result.error, tracking_uri, storage, args.output):
+            raise result.error
+    status_file.update(phase="scoring")
+    ledger = LedgerRun(TrialsLedger(client, tracking_uri), exp.name, state.parent_run_id, tags["mlflow.user"],
+                       git_commit(), exp.smoke_test, args.fresh_ledger or "")
     try:
-        check_live_cluster(plan, exp.tune.trial_resources)
-        experiment_dir = args.output.resolve() / exp.name
-        if previous:
-            client.update_run(previous.parent_run_id, status="RUNNING")
-            console.print(f"resuming {previous.tune_dir} into MLflow run {previous.parent_run_id}")
-            out_dir = experiment_dir / previous.parent_run_id
-        else:
-            experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
-            parent_id, out_dir = _open_parent(client, exp, experiment_id, tags, plan, experiment_dir)
-            state = SweepState(tune_dir=storage.path(exp.name, "tune", f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}"),
-                               parent_run_id=parent_id, experiment_id=experiment_id, tracking_uri=tracking_uri)
-            state.save(storage, exp.name)
-            if not storage.is_local:
-                console.print(f"Tune results and checkpoints: {storage.display(state.tune_dir)}", markup=False,
-                              highlight=False)
-        status_file.update(phase="training", tracking_uri=tracking_uri, experiment_id=state.experiment_id,
-                           parent_run_id=state.parent_run_id)
-        if previous:
-            tuner = restore_tuner(exp, storage, previous.tune_dir, params)
-        else:
-            tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
-                                          _trial_params(exp, plan, params.search_keys), tags,
-                                          trial_tags(envs.family(env_id).tag_keys))
-            tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
-                               [tracker, TrialProgress(console, params.search_keys, status=status_file)])
-        results, interrupted = fit(tuner)
-        console.print()
-        if interrupted:
-            status = KILLED
-            console.print(f"sweep interrupted: continue it with {python_command()} -m experiments.run {args.conf} "
-                          f"--resume{resume_flags(args)}", markup=False)
-            return 130
-        from experiments.scoring import score_sweep
-        from experiments.trials_ledger import LedgerRun, TrialsLedger
-
-        status_file.update(phase="scoring")
-        ledger = LedgerRun(TrialsLedger(client, tracking_uri), exp.name, state.parent_run_id, tags["mlflow.user"],
-                           git_commit(), exp.smoke_test, args.fresh_ledger or "")
-        score_sweep(exp, results, params, client, state, storage, out_dir, console, ledger)
-        status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
-                           verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
-        status = FINISHED
-    except KeyboardInterrupt:
-        status = KILLED
-        raise
-    finally:
-        if state is not None:
-            close_open_children(client, state.experiment_id, state.parent_run_id,
-                                FINISHED if status == FINISHED else KILLED)
-            client.set_terminated(state.parent_run_id, status=status)
-        if started_ray:
-            ray.shutdown()
+        partial = score_sweep(exp, results, params, client, state, storage, out_dir, console, ledger)
+    except SweepFailed as failed:
+        console.print(f"error: the sweep failed: {escape(str(failed))}; Tune's log: {out_dir / 'tune.log'}; after "
+                      f"fixing the cause, retry its trials with {escape(rerun_command(args, resume=True))}")
+        return EXIT_FAILED
+    status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
+                       verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
+    ending.mlflow, ending.sweep = FINISHED, (PARTIAL if partial else SWEEP_FINISHED)
     if hasattr(args, "started"):
         console.print(f"took {duration(time.monotonic() - args.started)}, estimated {checked.estimate.short()} "
                       f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)", markup=False,
@@ -275,4 +257,51 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
     for line in ui_lines(tracking_uri, [(f"MLflow run {state.parent_run_id} in experiment '{name}'",
                                          state.experiment_id)]):
         console.print(line, markup=False, highlight=False)
+    if partial:
+        client.set_tag(state.parent_run_id, "partial", "; ".join(partial)[:5000])
+        console.print(f"[yellow]partial result (exit {EXIT_PARTIAL}): {escape('; '.join(partial))}. Failed trials "
+                      f"run again from their last checkpoints with {escape(rerun_command(args, resume=True))}"
+                      "[/yellow]")
+        return EXIT_PARTIAL
     return 0
+
+
+def _ended_by_fault(error: Exception, tracking_uri: str, storage: Storage, args: argparse.Namespace,
+                    console: Console, experiment_dir: Path) -> int:
+    """A fault outside the run: one line, the chain in a log file, the way back. Anything else is a bug and
+    keeps its traceback."""
+    line = what_failed(error, tracking_uri, storage, args.output)
+    if line is None:
+        raise error
+    print_fault(console, line, write_chain(error, experiment_dir), rerun_command(args, resume=True))
+    return EXIT_FAULT
+
+
+def print_fault(console: Console, line: str, log: Path | None, resume: str | None) -> None:
+    console.print(f"error: {line}", markup=False, highlight=False)
+    if log is not None:
+        console.print(f"  the whole error: {log}", markup=False, highlight=False)
+    if resume is not None:
+        console.print(f"  then continue the sweep with {resume}", markup=False, highlight=False)
+
+
+def _close(client: MlflowClient, state: SweepState, ending: Ending, closures: PendingClosures, storage: Storage,
+           name: str, console: Console) -> None:
+    """Close the sweep's MLflow runs and mark its state file; when the tracking server is what failed, record
+    the closures for the next run instead of waiting on it again."""
+    try:
+        state.ended(storage, name, ending.sweep)
+    except OSError:
+        pass  # the storage is what failed: the file still says running, and its driver is gone: resumable
+    if not ending.tracking_down:
+        try:
+            close_open_children(client, state.experiment_id, state.parent_run_id, ending.mlflow)
+            client.set_terminated(state.parent_run_id, status=ending.mlflow)
+            return
+        except Exception:  # noqa: BLE001, S110 - whatever the tracking client raises, the closures are recorded
+            pass
+    kept = closures.record(state.tracking_uri, state.experiment_id, state.parent_run_id, ending.mlflow)
+    console.print(f"  MLflow run {state.parent_run_id} stays open for now: "
+                  + (f"the next run of '{name}' closes it (recorded in {closures.path})" if kept
+                     else "the tracking server and the disk both failed: close it in the MLflow UI"),
+                  markup=False, highlight=False)

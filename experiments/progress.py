@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -102,8 +103,21 @@ class TrialProgress(Callback):
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._line(self._update(trial, status="TERMINATED"), "finished")
 
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A lost worker, in one line (Tune's traceback goes to its log file): which checkpoint it resumes from."""
+        self._update(trial, status="RESTORING")
+        latest = trial.run_metadata.checkpoint_manager.latest_checkpoint_result
+        start = (f"from {latest.checkpoint.path.rstrip('/').rsplit('/', 1)[-1]} (iteration "
+                 f"{latest.metrics.get('training_iteration', '?')})" if latest else "from the start (no checkpoint yet)")
+        retries = "unlimited" if trial.max_failures < 0 else str(trial.max_failures)
+        self.console.print(f"trial {trial.trial_id} failed ({error_line(trial)}): restored {start}, retry "
+                           f"{trial.num_failures} of {retries}", markup=False, highlight=False)
+
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._line(self._update(trial, status="ERROR"), "failed")
+        self._update(trial, status="ERROR")
+        self.console.print(f"trial {trial.trial_id} failed ({error_line(trial)}) after {trial.num_failures} "
+                           "attempt(s): left out of the scores; its traceback is in the run's tune.log",
+                           markup=False, highlight=False)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self.live is None:
@@ -113,6 +127,16 @@ class TrialProgress(Callback):
     def stop(self) -> None:
         if self.live is not None and self.live.is_started:
             self.live.stop()
+
+
+def error_line(trial: Any) -> str:
+    """The last line of a trial's error (e.g. "ActorDiedError: ... The actor died unexpectedly"), shortened."""
+    try:  # the driver's copy first: the storage's may not be synced yet
+        text = Path(trial.error_file).read_text() if trial.error_file else ""
+    except OSError:
+        text = ""
+    lines = [line.strip() for line in (text or str(trial.get_error() or "")).splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "its error could not be recorded"
 
 
 def _fmt(value: Any) -> str:

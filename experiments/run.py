@@ -3,8 +3,10 @@
 A file that lists experiment files (`experiments:`, e.g. conf/agents.yaml) runs them side by side in one Ray
 cluster (experiments/side_by_side.py).
 
-Exit codes: 0 done, 2 bad input (one readable message, no traceback), 1 a failed sweep (or every listed
-experiment failed), 3 a partial run (some listed experiments failed, the others finished), 130 interrupted.
+Exit codes: 0 done; 2 bad input (one readable message, no traceback); 1 a failed sweep (no trial could be
+scored, or every listed experiment failed); 3 a partial result (a trial failed, a planned fold or seed is missing,
+a model was not registered, or some listed experiments failed); 4 a fault outside the run (tracking server,
+storage, disk: one line, the resume command, the whole error in a log file); 130 interrupted. docs/faults.md.
 """
 from __future__ import annotations
 
@@ -54,6 +56,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-dashboard", action="store_true", help="do not start the Ray dashboard")
     parser.add_argument("--dashboard-host", default=LOOPBACK,
                         help="interface for the Ray dashboard (default 127.0.0.1: this machine only)")
+    parser.add_argument("--ray-metrics", action="store_true",
+                        help="let a local Ray export its Prometheus metrics (on 127.0.0.1, without a login; off by "
+                             "default, docs/faults.md)")
     parser.add_argument("--dashboard-port", type=int, metavar="PORT",
                         help="port for the Ray dashboard (default 8265, or the next free one when another run has it)")
     parser.add_argument("--output", type=Path, default=Path("runs"),

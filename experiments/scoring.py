@@ -27,7 +27,7 @@ from experiments.evaluate import evaluate_checkpoint, log_report, print_frame, p
 from experiments.importance import describe as describe_importance
 from experiments.importance import feature_importance, log_importance
 from experiments.policy import MODULE_SUBPATH, load_module_policy
-from experiments.protocol import FOLD_KEY
+from experiments.protocol import FOLD_KEY, fold_indices
 from experiments.storage import Storage
 from experiments.sweep import ParamSpace, ScoredCheckpoint, best_checkpoint, searched_values
 from experiments.tracking import log_metrics, run_of_trial
@@ -37,7 +37,7 @@ from experiments.verdict import ScoredTrial, Verdict, build_verdict, family_thre
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
-    from experiments.pipeline import SweepState
+    from experiments.sweep_state import SweepState
 
 ALL = "all"
 
@@ -88,8 +88,38 @@ def trials_by_group(results: Any, params: ParamSpace, exp: ExperimentConfig) -> 
         groups.setdefault(group, []).append(trial)
     if not groups:
         errors = "; ".join(str(r.error).splitlines()[0] for r in results if r.error)
-        raise RuntimeError(f"no trial kept a scored checkpoint: {errors or 'no results'}")
+        raise SweepFailed(f"no trial kept a scored checkpoint: {errors or 'no results'}")
     return groups
+
+
+class SweepFailed(Exception):
+    """No trial of the sweep can be scored (every one failed, or none kept a checkpoint)."""
+
+
+def planned_folds(exp: ExperimentConfig) -> list[int]:
+    """The folds the sweep trains, as trials are placed in them (0 when the protocol searches none)."""
+    return fold_indices(exp) if FOLD_KEY in exp.tune.search_space else [0]
+
+
+def missing_trials(trials: list[Trial], exp: ExperimentConfig) -> str:
+    """The planned folds and seeds without a scored trial in a group, e.g. "fold 3 seed 1 missing" ("" when
+    none is)."""
+    seeds = exp.tune.seeds
+    have = {(t.fold, t.seed) for t in trials}
+    parts = []
+    for fold in planned_folds(exp):
+        lost = [seed for seed in seeds if (fold, seed) not in have]
+        if len(lost) == len(seeds):
+            parts.append(f"fold {fold}")
+        elif lost:
+            parts.append(f"fold {fold} seed{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))}")
+    return f"{'; '.join(parts)} missing" if parts else ""
+
+
+def missing_groups(groups: dict[str, list[Trial]], exp: ExperimentConfig) -> list[str]:
+    """Planned values of `tune.group_by` (e.g. coins) of which no trial could be scored."""
+    domain = exp.tune.search_space.get(exp.tune.group_by or "") or {}
+    return [str(value) for value in domain.get("grid", []) if str(value) not in groups]
 
 
 def deployable(trials: list[Trial], mode: str, point: str | None = None) -> Trial:
@@ -155,6 +185,7 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
     prior = ledger.prior(key) if key else None
     verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
                             exp.tune.mode, first.periods_per_year, threshold, prior)
+    verdict.missing = missing_trials(trials, exp)
     if key:
         ledger.record(key, sorted({t.point for t in trials}), verdict.returns)
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
@@ -167,16 +198,19 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
 
 def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client: "MlflowClient",
                 state: "SweepState", storage: Storage, out_dir: Path, console: Console,
-                ledger: LedgerRun | None = None) -> None:
+                ledger: LedgerRun | None = None) -> list[str]:
     """Score every group, print and log its verdict (or report), record it in the trials ledger, and register
-    its deployable policy."""
+    its deployable policy. Returns what is missing from the plan (failed trials, lost folds, seeds or groups,
+    models not registered): nothing when the run is whole."""
     from experiments.verdict_report import group_table, log_verdict, print_verdict
 
     groups = trials_by_group(results, params, exp)
     failed = [r for r in results if r.error is not None]
-    if failed:
-        console.print(f"[yellow]note: {len(failed)} trial(s) failed and are left out of the scores: "
-                      f"{'; '.join(str(r.error).splitlines()[0] for r in failed[:3])}[/yellow]")
+    partial = [f"{len(failed)} of {len(results)} trial(s) failed: "
+               f"{'; '.join(str(r.error).strip().splitlines()[-1][:160] for r in failed[:3])}"] if failed else []
+    partial += [f"{exp.tune.group_by.split('.')[-1]} {group}: no trial scored" for group in missing_groups(groups, exp)]
+    for line in partial:
+        console.print(f"[yellow]partial: {escape(line)}[/yellow]")
     verdicts: dict[str, Verdict] = {}
     threshold = family_threshold(len(groups))  # 0.95 for one group; stricter when many are judged at once
     reader = CheckpointReader(storage, out_dir / "downloaded")
@@ -207,7 +241,10 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
         log_report(client, [r for r in (state.parent_run_id, chosen_run) if r], outcome.report,
                    out_dir / f"evaluation{suffix}", artifact_path=f"evaluation{suffix}",
                    parent_prefix=f"eval{suffix}", parent_run_id=state.parent_run_id)
-        _register(exp, outcome, client, state, chosen_run, suffix, reader, console)
+        if outcome.verdict is not None and outcome.verdict.missing:
+            partial.append(f"{'' if named is None else named + ': '}{outcome.verdict.missing}")
+        refused = _register(exp, outcome, client, state, chosen_run, suffix, reader, console)
+        partial += [refused] if refused else []
     if len(verdicts) > 1:
         table = group_table(verdicts)
         path = out_dir / "per_group.csv"
@@ -216,16 +253,26 @@ def score_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, client:
         print_frame(console, table, first_column=exp.tune.group_by.split(".")[-1],
                     title=f"Verdict per {exp.tune.group_by.split('.')[-1]} (agent vs buy-and-hold over its folds; "
                           f"an edge needs DSR >= {threshold:.4g}: 0.95 adjusted for {len(verdicts)} verdicts at once)")
+    return partial
 
 
 def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClient", state: "SweepState",
-              chosen_run: str | None, suffix: str, reader: CheckpointReader, console: Console) -> None:
-    """Register the group's deployable policy; the parent run records which checkpoint it is."""
+              chosen_run: str | None, suffix: str, reader: CheckpointReader, console: Console) -> str:
+    """Register the group's deployable policy; the parent run records which checkpoint it is. The plan deploys
+    the most recent fold: when that fold has no scored trial nothing is registered, and the reason is returned
+    ("" when registered)."""
     from experiments.registry import model_meaning, name_for_meaning, register_policy, registered_name
     from experiments.provenance import git_commit
 
     chosen = outcome.chosen
     group = None if outcome.group == ALL else outcome.group
+    promised = max(planned_folds(exp))
+    if chosen.fold != promised:
+        refused = (f"{'' if group is None else group + ': '}no model registered: fold {promised}, the most recent, "
+                   f"which the plan deploys, has no scored trial (fold {chosen.fold} has; it is not deployed in its "
+                   "place)")
+        console.print(f"[yellow]{escape(refused)}[/yellow]")
+        return refused
     env_id = exp.environment.env
     model_name, reasons = registered_name(exp.name, exp.overridden, chosen.env_config, group, exp.smoke_test,
                                           envs.family(env_id).data_keys)
@@ -248,6 +295,7 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     if reasons:
         console.print(escape(f"  named {model_name}, not {exp.name}: {'; '.join(reasons)} (--set name=... "
                              "chooses the name)"))
+    return ""
 
 
 def example_observations(env_id: str, env_config: dict[str, Any]) -> tuple[np.ndarray, str]:

@@ -162,7 +162,7 @@ def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any,
                        console: Console) -> int:
     import ray
 
-    from experiments.pipeline import start_ray
+    from experiments.local_ray import start_ray
     from experiments.tracking import make_client, open_experiment
 
     stamp = time.strftime("%Y%m%d-%H%M%S")

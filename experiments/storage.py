@@ -34,19 +34,43 @@ CREDENTIAL_WORDS = ("key", "secret", "token", "password", "session")
 CHECK_TIMEOUTS = {"connect_timeout": 3.0, "request_timeout": 10.0}
 
 
+# How long a sweep waits for its storage before the run ends with one line (experiments/faults.py): every S3 call
+# is tried this many times with these timeouts. The environment variables change them.
+S3_ATTEMPTS_ENV, S3_TIMEOUT_ENV = "RLPLATFORM_S3_ATTEMPTS", "RLPLATFORM_S3_TIMEOUT_S"
+S3_ATTEMPTS, S3_TIMEOUT_S = 3, 20.0
+
+
+def bounded_waits(environ: Mapping[str, str]) -> dict[str, Any]:
+    """pyarrow's S3 retries and timeouts for a sweep's storage, from the environment or our defaults."""
+    try:
+        attempts = int(environ.get(S3_ATTEMPTS_ENV, S3_ATTEMPTS))
+        timeout = float(environ.get(S3_TIMEOUT_ENV, S3_TIMEOUT_S))
+    except ValueError:
+        raise InputError(f"{S3_ATTEMPTS_ENV} / {S3_TIMEOUT_ENV}: give a whole number of attempts and seconds, e.g. "
+                         f"{S3_ATTEMPTS_ENV}=3 {S3_TIMEOUT_ENV}=20") from None
+    return {"connect_timeout": min(timeout, 5.0), "request_timeout": timeout,
+            "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=max(attempts, 1))}
+
+
 # The AWS variables Tune copies into every trial's runtime environment (ray.tune.execution.class_cache), which
-# Ray's runtime-env agent then writes in plain text to its session log.
-SECRET_ENVS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+# Ray's runtime-env agent then writes in plain text to its session log (runtime_env_agent.log).
+CREDENTIAL_ENVS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
 
-def warn_environment_credentials(environ: Mapping[str, str], warn: Callable[[str], None]) -> None:
-    """Say once per run that AWS credentials in environment variables end up in Ray's session logs."""
-    found = [name for name in SECRET_ENVS if environ.get(name)]
-    if found:
-        warn(f"[yellow]warning: {', '.join(found)} set in the environment: Ray Tune copies it into every trial's "
-             "runtime environment and Ray writes that in plain text to its session log (runtime_env_agent.log, "
-             "readable from the dashboard's Logs page). Prefer ~/.aws/credentials with AWS_PROFILE, or an instance "
-             "role (docs/storage.md)[/yellow]")
+def keep_credentials_out_of_ray(environ: Mapping[str, str], joins_cluster: bool, say: Callable[[str], None]) -> None:
+    """Stop Tune from copying AWS credentials into trials' runtime environments, so Ray never logs them.
+
+    A local Ray's workers inherit the driver's environment anyway. The nodes of a cluster we join take theirs
+    from their own credential chain (instance role, ~/.aws/credentials); when the credentials are only in this
+    shell, say so once."""
+    from ray.tune.execution import class_cache
+
+    class_cache.ENV_VARS_TO_PROPAGATE.difference_update(CREDENTIAL_ENVS)
+    found = [name for name in CREDENTIAL_ENVS if environ.get(name)]
+    if found and joins_cluster:
+        say(f"note: {', '.join(found)} from this shell are not sent to the cluster's nodes (Ray would write them "
+            "to its logs): nodes use their own credentials (instance role, AWS_PROFILE and ~/.aws/credentials; "
+            "docs/storage.md)")
 
 
 def is_s3(uri: str) -> bool:
@@ -76,6 +100,8 @@ class S3Location:
             kwargs["region"] = self.options["region"]
         if check:
             kwargs.update(CHECK_TIMEOUTS, retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1))
+        else:
+            kwargs.update(bounded_waits(os.environ))
         return pafs.S3FileSystem(**kwargs)
 
 
@@ -169,6 +195,12 @@ class Storage:
             return None
         with self.filesystem.open_input_stream(path) as stream:
             return stream.read().decode()
+
+    def list_files(self, folder: str, suffix: str = "") -> list[str]:
+        """The paths of the files directly in `folder` whose names end with `suffix` ([] without the folder)."""
+        selector = pafs.FileSelector(folder, allow_not_found=True)
+        return sorted(info.path for info in self.filesystem.get_file_info(selector)
+                      if info.type == pafs.FileType.File and info.path.endswith(suffix))
 
     def local_copy(self, path: str, cache: Path) -> Path:
         """A folder of the storage as a local folder: itself when local, else downloaded once under `cache`."""

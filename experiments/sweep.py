@@ -6,25 +6,30 @@ report each searched value (`trial.evaluated_params`) and can log it under its Y
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import signal
 from dataclasses import dataclass
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Iterable, Iterator
 
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
 from algos.common import SELECTION_SCORE, lookup
 from envs.errors import InputError
+from experiments.checkpoint_pruning import CheckpointPruner
 from experiments.config import ExperimentConfig
 from experiments.hardware import ResourcePlan
+from experiments.resume_check import no_silent_restart
 from experiments.rllib_config import build_config, trainable
 from experiments.search_space import candidate_values, to_domains
 from experiments.storage import Storage
 
 _SENTINEL = "__search__:"
+TUNE_LOGGERS = ("ray.tune", "ray.train", "ray.air")
 
 
 @dataclass
@@ -127,19 +132,22 @@ def scheduler(exp: ExperimentConfig) -> Any:
 
 
 def run_config(exp: ExperimentConfig, storage: Storage, tune_dir: str, callbacks: list[Any]) -> RunConfig:
-    """Tune writes results and checkpoints to `tune_dir` in `storage` (on S3 when the sweep spans nodes)."""
+    """Tune writes results and checkpoints to `tune_dir` in `storage` (on S3 when the sweep spans nodes). Tune
+    keeps every checkpoint; `CheckpointPruner` keeps `tune.checkpoint.num_to_keep` of them once no saved state
+    can name the others (experiments/checkpoint_pruning.py)."""
     checkpoint = exp.tune.checkpoint
     parent, name = tune_dir.rstrip("/").rsplit("/", 1)
+    pruner = CheckpointPruner(storage, tune_dir, checkpoint.num_to_keep, exp.tune.mode)
     return RunConfig(
         name=name,
         storage_path=parent,
         storage_filesystem=storage.tune_filesystem(),
         stop=exp.tune.stop,
-        callbacks=callbacks,
+        callbacks=[*callbacks, pruner],
         verbose=0,
         failure_config=FailureConfig(max_failures=exp.tune.max_failures),
         checkpoint_config=CheckpointConfig(
-            num_to_keep=checkpoint.num_to_keep,
+            num_to_keep=None,
             checkpoint_score_attribute=SELECTION_SCORE,  # tune.metric, flat (see algos.common.SELECTION_SCORE)
             checkpoint_score_order=exp.tune.mode,
             checkpoint_frequency=checkpoint.frequency,
@@ -167,12 +175,16 @@ def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
+def fit(tuner: Tuner, log_file: Path, resuming: bool = False) -> tuple[ResultGrid, bool]:
     """Run the sweep; also say whether the user interrupted it.
 
     Tune catches the first Ctrl-C, stops the trials, saves its state and returns normally. Its
     handler then re-installs the handler that was in place before `fit`, so finding ours back
     tells an interrupted sweep from a finished one (a second Ctrl-C raises KeyboardInterrupt).
+
+    Tune's own log (a trial's traceback when its worker dies, storage retries) goes to `log_file`, not the
+    terminal: our progress lines say what happened in one line each (experiments/progress.py). A resumed
+    sweep that Tune cannot read back ends the run instead of starting over (experiments/resume_check.py).
     """
     # Tune's newer console output ignores verbose=0: it prints a configuration box and a TensorBoard hint
     # (TensorBoard is not installed). Our own progress (experiments/progress.py) replaces it.
@@ -182,12 +194,41 @@ def fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
     logging.getLogger("tensorboardX.x2num").setLevel(logging.ERROR)
     previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     try:
-        results = tuner.fit()
+        with tune_log_to(log_file), (no_silent_restart() if resuming else contextlib.nullcontext()):
+            results = tuner.fit()
         interrupted = signal.getsignal(signal.SIGINT) is _raise_keyboard_interrupt
     finally:
         signal.signal(signal.SIGINT, previous)
     unfinished = results.num_terminated + results.num_errors < len(results)
     return results, interrupted or unfinished
+
+
+class _QuietFileHandler(logging.FileHandler):
+    """A log file that stays silent when it cannot be written (on a full disk the run reports the disk)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        return
+
+
+@contextlib.contextmanager
+def tune_log_to(path: Path) -> Iterator[None]:
+    """Tune's, Train's and AIR's log records into `path` instead of the terminal, for the length of a sweep."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = _QuietFileHandler(path, delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(name) for name in TUNE_LOGGERS]
+    before = [(logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+    try:
+        yield
+    finally:
+        for logger, (propagate, level) in zip(loggers, before):
+            logger.removeHandler(handler)
+            logger.propagate, logger.level = propagate, level
+        handler.close()
 
 
 def restore_tuner(exp: ExperimentConfig, storage: Storage, tune_dir: str, params: ParamSpace) -> Tuner:

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
 from experiments.shell import tool_command
+from experiments.tracking_store import prepare_store
 
 _BAD_KEY_CHARS = re.compile(r"[\[\]=,@]")
 _MAX_PARAM_CHARS = 6000
@@ -116,8 +117,7 @@ def quiet_mlflow_bookkeeping() -> None:
 
 def make_client(tracking_uri: str) -> MlflowClient:
     quiet_mlflow_bookkeeping()
-    if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    prepare_store(tracking_uri)
     return MlflowClient(tracking_uri=tracking_uri)
 
 
@@ -148,6 +148,7 @@ class MlflowTrialCallback(Callback):
         self.tags = dict(tags)
         self.tagged_params = dict(tagged_params)  # trial param -> tag name (trial_tags)
         self.run_ids_by_trial: dict[str, str] = {}
+        self.last_step: dict[str, int] = {}  # run id -> the last training iteration logged there
 
     @property
     def client(self) -> MlflowClient:
@@ -156,14 +157,17 @@ class MlflowTrialCallback(Callback):
         return self._client
 
     def __getstate__(self) -> dict[str, Any]:
-        """Tune pickles callbacks into its experiment state; a live client holds locks."""
-        return {**self.__dict__, "_client": None}
+        """Tune pickles callbacks into its experiment state; a live client holds locks. A restored copy asks the
+        store which runs its trials have and what they logged (the pickled copy may be older than both)."""
+        return {**self.__dict__, "_client": None, "run_ids_by_trial": {}, "last_step": {}}
 
     def _run_for(self, trial: Any) -> str:
         if trial.trial_id not in self.run_ids_by_trial:
             run_id = run_of_trial(self.client, self.experiment_id, self.parent_run_id, trial.trial_id)
-            if run_id:  # resumed or retried trial: keep writing into its run
+            if run_id:  # resumed or retried trial: keep writing into its run, after the steps it has
                 self.client.update_run(run_id, status="RUNNING")
+                history = self.client.get_metric_history(run_id, "training_iteration")
+                self.last_step[run_id] = max((int(m.step) for m in history), default=0)
             else:
                 params = self.trial_params(trial)
                 tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "ray.trial_id": trial.trial_id,
@@ -181,8 +185,13 @@ class MlflowTrialCallback(Callback):
         self._run_for(trial)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        log_metrics(self.client, self._run_for(trial), numeric_metrics(result),
-                    step=int(result.get("training_iteration", 0)))
+        """A trial restored from a checkpoint repeats the iterations after it; the run's history keeps the
+        steps it already has, so it never holds one step twice."""
+        run_id, step = self._run_for(trial), int(result.get("training_iteration", 0))
+        if step <= self.last_step.get(run_id, 0):
+            return
+        log_metrics(self.client, run_id, numeric_metrics(result), step=step)
+        self.last_step[run_id] = step
 
     def _finish(self, trial: Any, status: str) -> None:
         run_id = self.run_ids_by_trial.pop(trial.trial_id, None)

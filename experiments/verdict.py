@@ -101,6 +101,7 @@ class Verdict:
     n_effective: float = 0.0  # the participation ratio of all of them
     attempt: int = 1          # this run's number on these data and windows
     ledger_note: str = ""
+    missing: str = ""         # planned folds and seeds with no finished trial, e.g. "fold 3 seed 1 missing"
 
     @functools.cached_property
     def pbo(self) -> Any | None:
@@ -115,6 +116,8 @@ class Verdict:
             caveats.append("one split")
         if self.n_seeds == 1:
             caveats.append("one seed")
+        if self.missing:
+            caveats.append(self.missing)
         return caveats
 
     def scope(self) -> str:

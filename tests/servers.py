@@ -122,21 +122,53 @@ def stop_group(proc: subprocess.Popen) -> None:
         pass
 
 
+@dataclass
+class MlflowServer:
+    """`mlflow server` on a fixed loopback port (one worker, no job runner), which a test can stop (as a crash
+    would) and start again on the same port and store."""
+
+    backend_store_uri: str
+    log: Path
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    port: int = 0
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def start(self) -> str:
+        self.port = self.port or free_port()
+        mlflow_cli = Path(sys.executable).with_name("mlflow")
+        server_env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(self.env or {})}
+        with open(self.log, "a") as log_file:
+            self.proc = subprocess.Popen(
+                [str(mlflow_cli) if mlflow_cli.exists() else "mlflow", "server", "--backend-store-uri",
+                 self.backend_store_uri, "--host", LOOPBACK, "--port", str(self.port), "--workers", "1",
+                 *self.extra_args],
+                stdout=log_file, stderr=subprocess.STDOUT, env=server_env, start_new_session=True)
+        wait_healthy(self.url, self.proc, self.log)
+        return self.url
+
+    def kill(self) -> None:
+        """Every process of the server at once, as a crash or an OOM kill would."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=20)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_group(self.proc)
+
+
 @contextlib.contextmanager
 def mlflow_server(backend_store_uri: str, log: Path, *extra_args: str, env: dict[str, str] | None = None
                   ) -> Iterator[str]:
     """`mlflow server` on a free loopback port (one worker, no job runner); yields its base URL."""
-    port = free_port()
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    server_env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(env or {})}
-    with open(log, "w") as log_file:
-        proc = subprocess.Popen(
-            [str(mlflow_cli) if mlflow_cli.exists() else "mlflow", "server", "--backend-store-uri", backend_store_uri,
-             "--host", LOOPBACK, "--port", str(port), "--workers", "1", *extra_args],
-            stdout=log_file, stderr=subprocess.STDOUT, env=server_env, start_new_session=True)
-    url = f"http://{LOOPBACK}:{port}"
+    server = MlflowServer(backend_store_uri, log, extra_args, env)
     try:
-        wait_healthy(url, proc, log)
-        yield url
+        yield server.start()
     finally:
-        stop_group(proc)
+        server.stop()

@@ -172,10 +172,14 @@ def test_sweep_on_a_cluster_with_s3_storage_survives_a_dead_node(s3, cluster, tm
     assert not (tmp_path / "dqn_btc" / "tune").exists()
     assert not [k for k in keys if ".rlplatform-write-check" in k]
 
-    # The secret key reached none of: our output, MLflow, the files we wrote, the objects we stored.
-    assert "warning: AWS_SECRET_ACCESS_KEY set in the environment" in output
+    # The secret key reached none of: our output, MLflow, the files we wrote, the objects we stored, Ray's logs
+    # (Tune would have copied it into every trial's runtime environment, which Ray's runtime-env agent logs).
+    assert "AWS_SECRET_ACCESS_KEY from this shell are not sent to the cluster's nodes" in output
     planted = secret.encode()
     assert planted not in output.encode()
     leaks = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "driver.log" and planted in p.read_bytes()]
     assert not leaks
     assert not [k for k in keys if planted in server.read(BUCKET, k)]
+    ray_logs = [p for p in Path(nodes.head_node.get_session_dir_path(), "logs").rglob("*") if p.is_file()]
+    assert any(p.name.startswith("runtime_env_agent") for p in ray_logs)
+    assert not [p.name for p in ray_logs if planted in p.read_bytes()]

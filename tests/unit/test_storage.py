@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from envs.errors import InputError
-from experiments.storage import explicit_endpoints, parse_s3, resolve_storage, warn_environment_credentials
+from experiments.storage import explicit_endpoints, keep_credentials_out_of_ray, parse_s3, resolve_storage
 
 
 def test_precedence_cli_then_file_then_environment_then_output(tmp_path):
@@ -53,13 +53,17 @@ def test_local_files_are_replaced_whole_and_missing_ones_read_as_none(tmp_path):
     assert storage.local_copy(path, tmp_path / "cache") == Path(path)  # a local storage is read in place
 
 
-def test_credentials_in_environment_variables_are_warned_about_once_by_name():
+def test_credentials_are_not_copied_into_trials_runtime_environments():
+    """Tune would copy them into every trial's runtime env, which Ray logs in plain text."""
+    from ray.tune.execution import class_cache
+
     said: list[str] = []
-    warn_environment_credentials({"AWS_SECRET_ACCESS_KEY": "topsecret", "AWS_ACCESS_KEY_ID": "AKIAX"}, said.append)
+    keep_credentials_out_of_ray({"AWS_PROFILE": "team"}, joins_cluster=True, say=said.append)
+    assert said == [] and not {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} & class_cache.ENV_VARS_TO_PROPAGATE
+    keep_credentials_out_of_ray({"AWS_SECRET_ACCESS_KEY": "topsecret"}, joins_cluster=False, say=said.append)
+    assert said == []  # a local Ray's workers inherit the driver's environment
+    keep_credentials_out_of_ray({"AWS_SECRET_ACCESS_KEY": "topsecret"}, joins_cluster=True, say=said.append)
     assert len(said) == 1 and "AWS_SECRET_ACCESS_KEY" in said[0] and "topsecret" not in said[0]
-    said.clear()
-    warn_environment_credentials({"AWS_PROFILE": "team"}, said.append)
-    assert said == []
 
 
 def test_a_tracking_uri_with_credentials_is_refused_without_echoing_them(monkeypatch):
