@@ -49,13 +49,13 @@ class CheckpointPruner(Callback):
             return {}  # being rewritten, or damaged: prune nothing this time
         return {trial_id: _name(path) for trial_id, _, path in named if path}
 
-    def removable(self, trial: Any, saved: str | None) -> list[str]:
+    def removable(self, trial: Any, saved: str | None, keep_newest: bool = True) -> list[str]:
         """Paths of `trial`'s checkpoints that no resume can need and that are not among its best."""
         results = [r for r in trial.run_metadata.checkpoint_manager.best_checkpoint_results
                    if r.checkpoint.path not in self.deleted]
-        if len(results) <= self.keep + 1 or saved is None:
+        if len(results) <= self.keep or saved is None:
             return []
-        newest = max(results, key=lambda r: _name(r.checkpoint.path))
+        newest = max(results, key=lambda r: _name(r.checkpoint.path)) if keep_newest else None
 
         def score(result: Any) -> float:
             value = float(result.metrics.get(SELECTION_SCORE, math.nan))
@@ -67,12 +67,13 @@ class CheckpointPruner(Callback):
 
     def prune(self, trials: list, final: bool = False) -> None:
         """Delete what no resume can need. At the end of a sweep Tune has saved the state that names every
-        trial's newest checkpoint, so only the best and the newest stay."""
+        trial's newest checkpoint: the best stay, and the newest of a trial that did not finish (a resume
+        restarts it from there), as Tune's own pruning leaves them."""
         self.pruned_at = time.monotonic()
         saved = {} if final else self._saved_names()
         for trial in trials:
             name = "~" if final else saved.get(trial.trial_id)  # "~" sorts after every checkpoint name
-            for path in self.removable(trial, name):
+            for path in self.removable(trial, name, keep_newest=not final or trial.status != "TERMINATED"):
                 try:
                     self.storage.filesystem.delete_dir(path)
                 except OSError:

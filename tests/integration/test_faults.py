@@ -76,20 +76,20 @@ def steps_of_every_run(client: MlflowClient) -> dict[str, list[int]]:
 def test_a_tracking_server_that_dies_ends_the_run_in_one_line_and_resume_closes_and_continues(tmp_path):
     server = MlflowServer(f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "server.log",
                           ("--artifacts-destination", str(tmp_path / "artifacts")))
-    args = command(tmp_path / "out", server.start(), *LONG)
-    log = tmp_path / "run.log"
-    run = start(args, log)
     try:
-        client = MlflowClient(server.url)
-        wait_for(lambda: any(steps_of_every_run(client).values()), 180, run, log)
-        server.kill()
-        killed = time.monotonic()
-        assert run.wait(timeout=120) == 4, log.read_text()[-3000:]
-        took = time.monotonic() - killed
-    finally:
-        if run.poll() is None:
-            run.kill()
-    try:
+        args = command(tmp_path / "out", server.start(), *LONG)
+        log = tmp_path / "run.log"
+        run = start(args, log)
+        try:
+            client = MlflowClient(server.url)
+            wait_for(lambda: any(steps_of_every_run(client).values()), 180, run, log)
+            server.kill()
+            killed = time.monotonic()
+            assert run.wait(timeout=120) == 4, log.read_text()[-3000:]
+            took = time.monotonic() - killed
+        finally:
+            if run.poll() is None:
+                run.kill()
         text = log.read_text()
         assert took < 60, took
         one_line_fault(text, f"the MLflow tracking server {server.url} stopped answering")
@@ -120,30 +120,31 @@ def test_a_storage_outage_ends_the_run_in_one_line_and_leaves_a_resumable_sweep(
     from experiments.sweep_state import sweep_to_resume
 
     port = free_port()
+    endpoint = f"http://{LOOPBACK}:{port}"
     s3 = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
     s3.start()
-    endpoint = f"http://{LOOPBACK}:{port}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket="team")
-    env = {**os.environ, **TEST_CREDENTIALS, "RLPLATFORM_S3_ATTEMPTS": "1"}
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    uri = f"s3://team/runs?endpoint_override={endpoint}"
-    args = command(tmp_path / "out", tracking, *LONG, "tune.max_failures=1", storage=uri)
-    log = tmp_path / "run.log"
-    run = start(args, log, env)
     try:
-        client = MlflowClient(tracking)
-        wait_for(lambda: any(len(s) >= 2 for s in steps_of_every_run(client).values()), 180, run, log)
-        s3.stop()  # the store goes away with its objects kept, as an outage would
-        down = time.monotonic()
-        code = run.wait(timeout=120)
-        took = time.monotonic() - down
-    finally:
-        if run.poll() is None:
-            run.kill()
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket="team")
+        env = {**os.environ, **TEST_CREDENTIALS, "RLPLATFORM_S3_ATTEMPTS": "1"}
+        tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        uri = f"s3://team/runs?endpoint_override={endpoint}"
+        args = command(tmp_path / "out", tracking, *LONG, "tune.max_failures=1", storage=uri)
+        log = tmp_path / "run.log"
+        run = start(args, log, env)
+        try:
+            client = MlflowClient(tracking)
+            wait_for(lambda: any(len(s) >= 2 for s in steps_of_every_run(client).values()), 180, run, log)
+            s3.stop()  # the store goes away with its objects kept, as an outage would
+            s3 = None
+            down = time.monotonic()
+            code = run.wait(timeout=120)
+            took = time.monotonic() - down
+        finally:
+            if run.poll() is None:
+                run.kill()
         s3 = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
         s3.start()
-    try:
         text = log.read_text()
         assert code == 4, text[-3000:]
         assert took < 60, took
@@ -158,7 +159,8 @@ def test_a_storage_outage_ends_the_run_in_one_line_and_leaves_a_resumable_sweep(
         # continues from the checkpoint the state names (or from the start when it was saved before the first).
         assert sweep.status in ("running", "failed") and check_resumable(storage, sweep.tune_dir, "start over") <= 1
     finally:
-        s3.stop()
+        if s3 is not None:
+            s3.stop()
 
 
 @pytest.fixture

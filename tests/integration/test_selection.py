@@ -51,12 +51,17 @@ def _curve_trainable(score_key: str | None):
 
 
 def _kept_values(result) -> list[float]:
-    return sorted(float(Path(c.path, "value.txt").read_text()) for c, _ in result.best_checkpoints)
+    """The values of the checkpoints still on disk after the sweep."""
+    return sorted(float(Path(c.path, "value.txt").read_text()) for c, _ in result.best_checkpoints
+                  if Path(c.path).exists())
 
 
-def _fit(trainable, tmp_path: Path, score_attribute: str):
+def _fit(trainable, tmp_path: Path, score_attribute: str, tune_prunes: bool = False):
+    """The sweep's run config (its pruning callback keeps tune.checkpoint.num_to_keep); with `tune_prunes`,
+    Tune's own pruning instead, ranking by `score_attribute`."""
     from ray.tune import Tuner
 
+    from experiments.checkpoint_pruning import CheckpointPruner
     from experiments.storage import resolve_storage
     from experiments.sweep import run_config
 
@@ -65,6 +70,9 @@ def _fit(trainable, tmp_path: Path, score_attribute: str):
     config = run_config(exp, storage, storage.path("tune", "curve"), [])
     config.stop = None
     config.checkpoint_config.checkpoint_score_attribute = score_attribute
+    if tune_prunes:
+        config.checkpoint_config.num_to_keep = 2
+        config.callbacks = [c for c in config.callbacks if not isinstance(c, CheckpointPruner)]
     return Tuner(trainable, run_config=config).fit()[0]
 
 
@@ -82,7 +90,7 @@ def test_keep_k_keeps_the_best_and_the_best_is_scored(ray_session, tmp_path):
 def test_tune_cannot_rank_by_a_nested_key(ray_session, tmp_path):
     """Why SELECTION_SCORE exists: ranked by the nested name, Tune keeps the newest checkpoints. If this
     starts failing, Tune learned to rank nested keys and the flat copy can go."""
-    result = _fit(_curve_trainable(None), tmp_path, METRIC)
+    result = _fit(_curve_trainable(None), tmp_path, METRIC, tune_prunes=True)
     assert _kept_values(result) == [-1.57, 0.5]
 
 

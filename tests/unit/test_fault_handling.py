@@ -207,6 +207,7 @@ def test_a_checkpoint_goes_only_when_no_saved_state_can_name_it(storage):
     assert pruner.removable(trial, None) == []  # no state saved yet: it may name any of them
     # The saved state resumes from checkpoint 3: 0 and 1 are older and not the best; 4 and 5 may be named next.
     assert [p[-1] for p in pruner.removable(trial, "checkpoint_000003")] == ["0", "1"]
-    assert [p[-1] for p in pruner.removable(trial, "~")] == ["0", "1", "3", "4"]  # at the end: best and newest
+    assert [p[-1] for p in pruner.removable(trial, "~")] == ["0", "1", "3", "4"]  # an unfinished trial's end
+    assert [p[-1] for p in pruner.removable(trial, "~", keep_newest=False)] == ["0", "1", "3", "4", "5"]
     assert [p[-1] for p in CheckpointPruner(storage, "unused", keep=1, mode="min").removable(trial, "~")] == [
         "0", "1", "2", "3", "4"]  # lower is better: 5 (0.5) is both the best and the newest
