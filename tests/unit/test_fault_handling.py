@@ -211,3 +211,18 @@ def test_a_checkpoint_goes_only_when_no_saved_state_can_name_it(storage):
     assert [p[-1] for p in pruner.removable(trial, "~", keep_newest=False)] == ["0", "1", "3", "4", "5"]
     assert [p[-1] for p in CheckpointPruner(storage, "unused", keep=1, mode="min").removable(trial, "~")] == [
         "0", "1", "2", "3", "4"]  # lower is better: 5 (0.5) is both the best and the newest
+
+
+def test_tunes_silent_restart_ends_a_resume_instead():
+    """Tune logs this line, then starts the whole sweep again; while resuming, the line raises."""
+    import logging
+
+    from experiments.resume_check import no_silent_restart
+
+    logger = logging.getLogger("ray.tune.execution.tune_controller")
+    with no_silent_restart(), pytest.raises(RunFault, match="could not read the interrupted sweep back"):
+        try:
+            raise ValueError("Expecting value: line 1 column 1")
+        except ValueError:
+            logger.exception("Failed to restore the run state.")
+    logger.error("Failed to restore the run state.")  # outside a resume: Tune's business
