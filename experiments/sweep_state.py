@@ -33,7 +33,8 @@ class SweepState:
     status: str = RUNNING
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
-    started: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.time)  # when the sweep first started (a resume keeps it)
+    driver_started: float = field(default_factory=lambda: psutil.Process().create_time())  # tells pid reuse apart
 
     @property
     def sweep(self) -> str:
@@ -55,7 +56,7 @@ class SweepState:
         if self.host != socket.gethostname():
             return False
         try:
-            return psutil.Process(self.pid).create_time() <= self.started + 1
+            return abs(psutil.Process(self.pid).create_time() - self.driver_started) < 1
         except psutil.Error:
             return False
 
@@ -68,7 +69,8 @@ def all_sweeps(storage: Storage, name: str) -> list[SweepState]:
     states = []
     for text in filter(None, texts):
         try:
-            states.append(SweepState(**json.loads(text)))
+            # A file from before sweeps had a status (an interrupted sweep's) names no live driver.
+            states.append(SweepState(**{"status": INTERRUPTED, "pid": 0, "driver_started": 0.0, **json.loads(text)}))
         except (ValueError, TypeError):
             continue  # a damaged state file names no sweep we could resume
     return sorted(states, key=lambda state: state.started)

@@ -85,8 +85,12 @@ def test_the_whole_chain_goes_to_a_log_file_and_never_an_empty_one(tmp_path):
 
 
 def sweep(storage, name: str, status: str, started: float, pid: int = 999_999_999) -> SweepState:
+    """A sweep state file; its driver is `pid` (this process when it is ours, else a pid that runs nothing)."""
+    import psutil
+
+    driver_started = psutil.Process().create_time() if pid == os.getpid() else 0.0
     state = SweepState(storage.path("exp", "tune", name), f"run-{name}", "1", "sqlite:///x.db", status, pid,
-                       started=started)
+                       started=started, driver_started=driver_started)
     state.save(storage, "exp")
     return state
 
@@ -104,9 +108,23 @@ def test_a_sweep_whose_driver_died_is_resumable_but_a_live_one_is_not(storage):
     sweep(storage, "dead", RUNNING, 1.0)  # pid 999999999 runs nothing
     assert sweep_to_resume(storage, "exp")[0].sweep == "dead"
     os.remove(storage.path("exp", "sweeps", "dead.json"))
-    sweep(storage, "live", RUNNING, time.time(), pid=os.getpid())
+    # A resumed sweep keeps when it first started; its driver is the process resuming it now.
+    sweep(storage, "live", RUNNING, 1.0, pid=os.getpid())
     with pytest.raises(InputError, match="sweep live of 'exp' is still running"):
         sweep_to_resume(storage, "exp")
+    os.remove(storage.path("exp", "sweeps", "live.json"))
+    reused = SweepState(storage.path("exp", "tune", "reused"), "r", "1", "sqlite:///x.db", RUNNING, os.getpid(),
+                        started=1.0, driver_started=2.0)  # this pid, but another process long ago
+    reused.save(storage, "exp")
+    assert sweep_to_resume(storage, "exp")[0].sweep == "reused"
+
+
+def test_a_resume_file_from_before_sweeps_had_a_status_is_resumable(storage):
+    old = {"tune_dir": storage.path("exp", "tune", "old"), "parent_run_id": "p", "experiment_id": "1",
+           "tracking_uri": "sqlite:///x.db"}
+    storage.write_text(storage.path("exp", "latest_sweep.json"), json.dumps(old))
+    chosen, note = sweep_to_resume(storage, "exp")
+    assert (chosen.sweep, chosen.status, note) == ("old", INTERRUPTED, "")
 
 
 def test_nothing_to_resume_says_why(storage):
