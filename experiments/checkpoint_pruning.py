@@ -10,7 +10,6 @@ from it.
 """
 from __future__ import annotations
 
-import fnmatch
 import math
 import time
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from ray.tune import Callback
 
 from algos.common import SELECTION_SCORE
-from experiments.resume_check import STATE_FILES, trial_checkpoints
+from experiments.resume_check import newest_state_file, trial_checkpoints
 from experiments.storage import Storage
 
 PRUNE_INTERVAL_S = 10.0  # reading the saved state costs a few ms per trial: at most this often while training
@@ -39,12 +38,11 @@ class CheckpointPruner(Callback):
 
     def _saved_names(self) -> dict[str, str]:
         """Trial id -> the checkpoint name the newest saved state resumes it from ({} before the first save)."""
-        states = [p for p in self.storage.list_files(self.tune_dir, ".json")
-                  if fnmatch.fnmatch(_name(p), STATE_FILES)]
-        if not states:
+        newest = newest_state_file(self.storage, self.tune_dir)
+        if newest is None:
             return {}
         try:
-            named = trial_checkpoints(self.storage, max(states))
+            named = trial_checkpoints(self.storage, newest)
         except (ValueError, KeyError, TypeError, EOFError, AttributeError, OSError):
             return {}  # being rewritten, or damaged: prune nothing this time
         return {trial_id: _name(path) for trial_id, _, path in named if path}

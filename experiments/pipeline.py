@@ -154,26 +154,21 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
     tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
     client = make_client(tracking_uri)
     closures = PendingClosures(experiment_dir)
+    ending = Ending()
+    started_ray = False
     try:
         for line in closures.apply(client, tracking_uri):
             console.print(line, markup=False, highlight=False)
         if previous:
             check_resumable(storage, previous.tune_dir, rerun_command(args, resume=False))
-    except RunFault as fault:
-        print_fault(console, str(fault), None, None)
-        return EXIT_FAULT
-    except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
-        return _ended_by_fault(error, tracking_uri, storage, args, console, experiment_dir)
-    keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, console.print)
-    started_ray = start_ray(ray_target, args, console)
-    ending = Ending()
-    try:
+        keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, console.print)
+        started_ray = start_ray(ray_target, args, console)
         return _sweep(checked, args, console, client, tracking_uri, previous, experiment_dir, status_file, ending)
     except KeyboardInterrupt:
         ending.mlflow, ending.sweep = KILLED, INTERRUPTED
         raise
-    except RunFault as fault:
-        print_fault(console, str(fault), None, rerun_command(args, resume=True))
+    except RunFault as fault:  # a refused resume names its own way back; a fault mid-sweep gets --resume
+        print_fault(console, str(fault), None, rerun_command(args, resume=True) if ending.state else None)
         return EXIT_FAULT
     except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
         ending.tracking_down = tracking_unreachable(error, tracking_uri)

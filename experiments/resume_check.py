@@ -27,11 +27,10 @@ def check_resumable(storage: Storage, tune_dir: str, start_over: str) -> int:
     """Refuse (RunFault) when the sweep in `tune_dir` cannot be resumed exactly; `start_over` is the command
     that starts a new sweep instead. Returns how many unfinished trials will continue from a checkpoint."""
     shown = storage.display(tune_dir)
-    states = [p for p in storage.list_files(tune_dir, ".json") if fnmatch.fnmatch(p.rsplit("/", 1)[-1], STATE_FILES)]
-    if not states:
+    newest = newest_state_file(storage, tune_dir)
+    if newest is None:
         raise RunFault(f"{shown}: the interrupted run saved no Tune state (it ended before its first save): "
                        f"nothing to resume; start over with {start_over}")
-    newest = max(states)
     try:
         trials = trial_checkpoints(storage, newest)
     except (ValueError, KeyError, TypeError, EOFError, AttributeError) as error:
@@ -48,6 +47,12 @@ def check_resumable(storage: Storage, tune_dir: str, start_over: str) -> int:
                            f"from, {damage}: it cannot continue exactly; start over with {start_over}")
         resumed += 1
     return resumed
+
+
+def newest_state_file(storage: Storage, tune_dir: str) -> str | None:
+    """The state file Tune restores from: the newest `experiment_state-<time>.json` (None before the first)."""
+    states = [p for p in storage.list_files(tune_dir, ".json") if fnmatch.fnmatch(p.rsplit("/", 1)[-1], STATE_FILES)]
+    return max(states, default=None)
 
 
 def trial_checkpoints(storage: Storage, path: str) -> list[tuple[str, str, str | None]]:

@@ -46,10 +46,8 @@ class SweepState:
         storage.write_text(storage.path(name, "sweeps", f"{self.sweep}.json"), text)
         storage.write_text(storage.path(name, "latest_sweep.json"), text)
 
-    def ended(self, storage: Storage, name: str, status: str) -> "SweepState":
-        ended = replace(self, status=status)
-        ended.save(storage, name)
-        return ended
+    def ended(self, storage: Storage, name: str, status: str) -> None:
+        replace(self, status=status).save(storage, name)
 
     def driver_alive(self) -> bool:
         """Whether the process that drives this sweep still runs (only knowable on the same machine)."""
