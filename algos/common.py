@@ -10,6 +10,7 @@ import logging
 import math
 import numbers
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -88,6 +89,12 @@ def copy_selection_score(metric: str, mode: str, rule: SelectionRule = Selection
     result[SELECTION_SCORE] = rule.score(history, steps, mode)
 
 
+def warm_start(checkpoint: str, *, algorithm: Any, **_: Any) -> None:
+    """RLlib `on_algorithm_init` callback: start from `checkpoint`'s learner state (the RLModule's weights, target
+    network included, and the optimizer's state), synced to the env runners; the replay buffer starts empty."""
+    algorithm.restore_from_path(str(Path(checkpoint) / "learner_group"), component="learner_group")
+
+
 def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:
     """Envs stepped by the greedy evaluation: no more than the episodes it counts. RLlib steps every
     env of the runner until `evaluation_duration` episodes finish, so 32 training envs would walk a
@@ -118,7 +125,8 @@ def apply_common(config: AlgorithmConfig, inputs: BuildInputs) -> AlgorithmConfi
         .rl_module(model_config=sections["rl_module"])
         .reporting(**{k: v for k, v in sections["reporting"].items() if v is not None})
         .debugging(seed=inputs.seed)
-        .callbacks(on_train_result=partial(copy_selection_score, inputs.metric, inputs.mode, inputs.selection))
+        .callbacks(on_train_result=partial(copy_selection_score, inputs.metric, inputs.mode, inputs.selection),
+                   **({"on_algorithm_init": partial(warm_start, inputs.warm_start)} if inputs.warm_start else {}))
     )
     if evaluation["evaluation_interval"]:
         config.evaluation(

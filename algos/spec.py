@@ -90,6 +90,7 @@ class BuildInputs:
     seed: Any = None
     has_vector_env: bool = False
     selection: SelectionRule = field(default_factory=SelectionRule)
+    warm_start: str | None = None  # an algorithm checkpoint whose learner state every trial starts from
 
 
 @dataclass(frozen=True)

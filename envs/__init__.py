@@ -54,6 +54,10 @@ class EnvFamily:
     # env_config keys that cut the data themselves and mean nothing once a protocol does (folds: True): a file that
     # sets one next to evaluation.protocol is refused, not silently ignored (trading: split_fractions).
     unused_with_protocol: tuple[str, ...] = ()
+    # "module:Class" that turns the family's raw inputs (e.g. the last OHLCV bars) into the env's observation for a
+    # served policy (`for_env_config(env_config)`, `save`/`load`, `accepts(frame)`, `decide(frame, policy)`), or None:
+    # the registered model takes observations only.
+    input_reader: str | None = None
 
 
 _TESTPRIO_CONFIG = "envs.agents.testprio.config:PrioritizationConfig"
@@ -64,7 +68,7 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
         data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
         path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
-        unused_with_protocol=("split_fractions",)),
+        unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader"),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),
@@ -129,6 +133,12 @@ def importance_for(env_id: str) -> Callable[[Policy, dict[str, Any]], Any] | Non
     return _load(hook) if hook else None
 
 
+def input_reader_for(env_id: str) -> Any | None:
+    """The class that reads the family's raw inputs for a served policy (EnvFamily.input_reader), or None."""
+    entry = family(env_id).input_reader
+    return _load(entry) if entry else None
+
+
 def supports_folds(env_id: str) -> bool:
     """Whether `env_id` runs walk-forward folds and reports returns for a verdict."""
     entry = ENVIRONMENTS.get(env_id)
@@ -188,5 +198,5 @@ def prepare_data(env_id: str, env_config: dict[str, Any], searched: dict[str, li
 
 
 __all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "attach_store", "check_env_config",
-           "data_label", "evaluator_for", "family", "has_vector_env", "importance_for", "make_env", "make_vector_env", "plan_lines",
+           "data_label", "evaluator_for", "family", "has_vector_env", "importance_for", "input_reader_for", "make_env", "make_vector_env", "plan_lines",
            "prepare_data", "require_registered", "run_tags", "supports_folds", "timeframe_of"]

@@ -35,8 +35,10 @@ from experiments.conf_files import (
     switch_algorithm,
 )
 from experiments.protocol import apply_protocol
+from experiments.retrain_settings import RetrainSection
 from experiments.search_space import check_search_space
 from experiments.storage import explicit_endpoints
+from experiments.tracking_store import default_tracking_uri
 
 
 class EnvironmentSection(Section):
@@ -195,6 +197,10 @@ class ExperimentConfig(Section):
     reporting: ReportingSection = Field(default_factory=ReportingSection)
     tune: TuneSection = Field(default_factory=TuneSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
+    retrain: RetrainSection = Field(default_factory=RetrainSection)  # python -m experiments.retrain
+    # A checkpoint every trial starts from (weights and optimizer state; the replay buffer starts empty): what
+    # experiments.retrain's incremental mode sets to the champion's. None: trials start from scratch.
+    warm_start: str | None = None
     # Search-space keys that a --set override pinned to one value (removed from tune.search_space).
     _pinned: dict[str, Any] = PrivateAttr(default_factory=dict)
     # Every dotted key a --set override changed, and whether this is a --smoke-test version: both name
@@ -245,7 +251,7 @@ class ExperimentConfig(Section):
         elif os.environ.get("MLFLOW_TRACKING_URI"):
             uri, source = os.environ["MLFLOW_TRACKING_URI"], "MLFLOW_TRACKING_URI"
         else:
-            return f"sqlite:///{Path('mlruns').resolve() / 'mlflow.db'}"
+            return default_tracking_uri()
         parts = urlsplit(uri)
         if parts.scheme in ("http", "https") and (parts.username or parts.password):
             raise InputError(f"{source}: {parts.scheme}://…@{parts.hostname}: credentials do not belong in the "

@@ -7,16 +7,41 @@ generic OHLCV CSVs, reports gaps and how they were handled, and writes
 `features [NAME]` lists what a feature list may name (every TA-Lib function, allowed or refused with why). `fetch SYMBOL... --timeframe 1h
 [--exchange binance] [--since 2023-01-01]` downloads bars with ccxt (needs network) into the same
 parquet layout (see envs.trading.fetch).
+
+`update PATH --from FILE` (a CSV export or a bars parquet) or `update PATH --fetch EXCHANGE` appends new bars
+to a dataset (local or s3://) without rewriting its history: other symbol or timeframe, a hole at the seam, or
+overlapping bars that differ from the stored ones (unless --force) are refused and nothing is written; the
+previous version is kept beside it as `<stem>.<UTC time>.parquet` (envs.trading.bars_update,
+experiments.dataset_versions). For example `update data/raw/BTC-USD_1h.parquet --from latest.csv` prints:
+    appended 700 1h bars 2019-09-18 06:00 .. 2019-10-17 09:00 from latest.csv
+    overlap: 24 bars already stored and identical, skipped
+    gaps in the new bars: no gaps
+    now 20111 1h bars of BTC-USD 2017-07-01 11:00 .. 2019-10-17 09:00
+    previous version kept as data/raw/BTC-USD_1h.20261126T004204Z.parquet
+    wrote data/raw/BTC-USD_1h.parquet
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
+
 from envs.errors import InputError
-from envs.trading.csv_import import STAMPS, canonical_symbol, import_csv
-from envs.trading.data import GAP_POLICIES, TIMEFRAMES, check_coarser, find_gaps, load_bars, resample_bars, save_bars
+from envs.trading.bars_update import NewBars, dataset_identity, plan_update, timeframe_mismatch
+from envs.trading.csv_import import STAMPS, ImportReport, canonical_symbol, import_csv
+from envs.trading.data import (
+    GAP_POLICIES,
+    TIMEFRAMES,
+    check_coarser,
+    find_gaps,
+    load_bars,
+    resample_bars,
+    save_bars,
+    timeframe_delta,
+)
 from experiments.shell import runnable
 
 DEFAULT_DIR = Path("data") / "raw"
@@ -85,6 +110,66 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _csv_bars(args: argparse.Namespace, stored: pd.DataFrame, symbol: str, timeframe: str
+              ) -> tuple[NewBars, list[str]]:
+    """A CSV export's bars, holes kept (the update fills them from the last stored close), and the import's notes
+    (without its gaps line: the update reports the gaps in what it appends)."""
+    csv_symbol = canonical_symbol(args.symbol) if args.symbol else symbol
+
+    def read(tf: str) -> tuple[pd.DataFrame, ImportReport]:
+        return import_csv(args.source_file, tf, gaps="drop", symbol=csv_symbol, stamps=args.stamps,
+                          allow_no_volume=not stored["volume"].any())  # a dataset imported with --no-volume
+
+    try:
+        bars, report = read(timeframe)
+    except InputError:  # bars of another timeframe? then say that, rather than how to import them
+        actual = next((tf for tf in TIMEFRAMES if tf != timeframe and _reads_as(read, tf)), None)
+        if actual is None:
+            raise
+        raise timeframe_mismatch(actual, timeframe, str(args.source_file), args.path) from None
+    notes = [line for line in report.lines() if not line.startswith("gaps:")]
+    return NewBars(bars, str(args.source_file), csv_symbol, timeframe), notes
+
+
+def _reads_as(read: Callable[[str], object], timeframe: str) -> bool:
+    try:
+        read(timeframe)
+    except InputError:
+        return False
+    return True
+
+
+def _update(args: argparse.Namespace) -> int:
+    from experiments.dataset_versions import open_dataset, replace_dataset
+
+    dataset, stored = open_dataset(args.path)
+    symbol, timeframe = dataset_identity(stored, args.path)
+    notes: list[str] = []
+    if args.fetch:
+        from envs.trading.fetch import fetch_bars
+
+        # From one bar before the last stored one: fetch_bars needs two closed bars, and the overlap shows
+        # whether the exchange still has the stored bars as they are.
+        result = fetch_bars(symbol, timeframe, args.fetch, since=stored.index[-1] - timeframe_delta(timeframe),
+                            gaps="drop")
+        new = NewBars(result.bars, f"{result.exchange} {result.market}", symbol, timeframe)
+    elif args.source_file.suffix == ".parquet":
+        bars = load_bars(args.source_file)
+        new = NewBars(bars, str(args.source_file), bars.attrs.get("symbol"), bars.attrs.get("timeframe"))
+    else:
+        new, notes = _csv_bars(args, stored, symbol, timeframe)
+    gaps = args.gaps or stored.attrs.get("gaps", "ffill")
+    update = plan_update(stored, new, args.path, gaps, args.force)
+    if not update.changed:
+        print(update.unchanged_line(args.path))
+        return 0
+    kept = replace_dataset(dataset, update.bars, stored.attrs["digest"], symbol, timeframe,
+                           stored.attrs.get("gaps", "ffill"))
+    for line in [*update.lines(), *notes, f"previous version kept as {kept}", f"wrote {args.path}"]:
+        print(line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.data", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -128,6 +213,21 @@ def main(argv: list[str] | None = None) -> int:
     fetch.add_argument("--data-dir", type=Path, default=DEFAULT_DIR,
                        help=f"where <SYMBOL>_<TF>.parquet is written (default {DEFAULT_DIR})")
     fetch.set_defaults(handler=_fetch)
+    update = commands.add_parser("update", help="append new bars to a dataset (local or s3://), keeping the old "
+                                                "version beside it")
+    update.add_argument("path", metavar="PATH", help="the dataset: a parquet written by import/fetch, or s3://...")
+    new_bars = update.add_mutually_exclusive_group(required=True)
+    new_bars.add_argument("--from", dest="source_file", type=Path, metavar="FILE",
+                          help="a CSV export or a bars .parquet holding the new bars")
+    new_bars.add_argument("--fetch", metavar="EXCHANGE", help="fetch the bars after the last stored one with ccxt "
+                                                              "(a ccxt exchange id, e.g. binance; needs network)")
+    update.add_argument("--symbol", help="the CSV's symbol (default: the dataset's); picks a multi-asset table's "
+                                         "columns")
+    update.add_argument("--force", action="store_true",
+                        help="replace stored bars that the new bars contradict (history rewritten by the source)")
+    update.add_argument("--gaps", choices=GAP_POLICIES, help="holes in the new bars (default: the dataset's policy)")
+    update.add_argument("--stamps", default="open", choices=STAMPS, help="what the CSV's times are (as for import)")
+    update.set_defaults(handler=_update)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

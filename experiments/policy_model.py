@@ -1,16 +1,28 @@
 """The MLflow pyfunc model of a registered policy (logged as code, not as a pickled object).
 
-MLflow copies this file next to the RLModule checkpoint; `mlflow.pyfunc.load_model(uri)
-.predict(observations)` returns greedy actions. It takes one observation or a batch, as a numpy array,
-a list or a DataFrame (one row per observation), in any real dtype that converts to float32 without
-overflow; anything else gets a short error naming the expected and the given shape or dtype (the
-registry logs no input schema, so MLflow's enforcement, which dumps the whole array, does not run).
+MLflow copies this file, the `envs` and `algos` packages (its code paths) and two artifacts into the model: the
+policy's numpy forward pass (`algos.numpy_policy`) and, for families that have one, the reader of its raw inputs
+(`envs.EnvFamily.input_reader`; for trading, `envs.trading.bar_reader.BarReader`: features, window and the fold's
+train-row normalization). So serving needs neither torch nor Ray, and `predict` takes either
+
+- raw inputs, e.g. a DataFrame of the last N OHLCV bars (N is in the model's description), and returns the
+  decision: action, target position, the bar it was decided on and the open it fills at; or
+- observations, one or a batch (a numpy array, a list or a DataFrame with one row per observation, any real
+  dtype that converts to float32), and returns greedy actions (int64): for advanced use.
+
+Anything else is refused with one line as an MlflowException, so `mlflow models serve` answers 400 with a message
+that ends with that line (the registry logs no input schema, so MLflow's enforcement, which dumps the whole input,
+does not run).
 """
 from __future__ import annotations
+
+import importlib
 
 import mlflow
 import numpy as np
 import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
 
@@ -39,27 +51,39 @@ def as_observation_batch(model_input: object, observation_shape: tuple[int, ...]
 
 
 class GreedyPolicyModel(PythonModel):
-    """An RLlib RLModule as an MLflow model: observations -> greedy actions (int64, one per observation)."""
+    """A trained policy as an MLflow model: raw inputs -> a decision, or observations -> greedy actions."""
 
     def load_context(self, context) -> None:
-        import torch
-        from ray.rllib.core.rl_module.rl_module import RLModule
+        from algos.numpy_policy import NumpyPolicy
 
-        self._torch = torch
-        self._module = RLModule.from_checkpoint(context.artifacts["rl_module"])
-        self._module.eval()
+        self._policy = NumpyPolicy.load(context.artifacts["policy"])
         self._observation_shape = tuple(context.model_config["observation_shape"])
-        # The algorithm's greedy rule (algos.spec.GreedyRule) as data: this file must load without the platform.
-        self._greedy_output = context.model_config.get("greedy_output", "actions")
-        self._argmax = bool(context.model_config.get("greedy_argmax", False))
+        self._inputs = None
+        if entry := context.model_config.get("input_reader"):
+            module, name = entry.split(":")
+            self._inputs = getattr(importlib.import_module(module), name).load(context.artifacts["inputs"])
+
+    @property
+    def policy(self):
+        """The numpy forward pass (algos.numpy_policy.NumpyPolicy): observations -> greedy actions."""
+        return self._policy
+
+    @property
+    def inputs(self):
+        """The reader of the family's raw inputs (envs.EnvFamily.input_reader), or None: observations only."""
+        return self._inputs
 
     # Annotated with np.ndarray: MLflow then neither derives a schema from the hint nor warns that
     # there is none; the input is checked here instead.
-    def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
-        batch = as_observation_batch(model_input, self._observation_shape)
-        with self._torch.no_grad():
-            out = self._module.forward_inference({"obs": self._torch.from_numpy(batch)})[self._greedy_output]
-        return (out.argmax(-1) if self._argmax else out).cpu().numpy().astype(np.int64)
+    def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray | pd.DataFrame:
+        from envs.errors import InputError
+
+        try:
+            if self._inputs is not None and self._inputs.accepts(model_input):
+                return self._inputs.decide(model_input, self._policy)
+            return self._policy(as_observation_batch(model_input, self._observation_shape))
+        except (InputError, ValueError) as error:
+            raise MlflowException(str(error), error_code=INVALID_PARAMETER_VALUE) from None
 
 
 mlflow.models.set_model(GreedyPolicyModel())

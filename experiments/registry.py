@@ -1,8 +1,10 @@
 """Register the best trial's policy in the MLflow Model Registry as a pyfunc model.
 
-`mlflow.pyfunc.load_model("models:/<name>/<version>").predict(observations)` returns the
-greedy actions for one observation or a batch, with no Ray cluster: only the RLModule
-checkpoint is packaged (with `experiments/policy_model.py` as the model's code).
+`mlflow.pyfunc.load_model("models:/<name>/<version>").predict(bars)` returns the decision after the last of the
+given bars, and `.predict(observations)` greedy actions, with no Ray cluster and no torch: the policy's numpy
+forward pass and the reader of its raw inputs (features and the fold's train-row normalization) are packaged,
+with `experiments/policy_model.py` as the model's code and the `envs` and `algos` packages as its code paths.
+Its requirements are pinned CPU packages from PyPI (no torch, no Ray, so no CUDA wheels).
 
 The registered name says what the model is, so `models:/<name>/latest` never silently changes
 meaning: the experiment's name (`--set name=...` renames it), then the data it was trained on when
@@ -28,9 +30,14 @@ import numpy as np
 from mlflow.models import ModelSignature, infer_signature
 
 from algos.spec import GreedyRule
-from experiments.policy import load_module_policy
+from experiments.policy import numpy_policy
 
 MODEL_CODE = Path(__file__).with_name("policy_model.py")
+REPO = Path(__file__).resolve().parents[1]
+CODE_PATHS = [str(REPO / "envs"), str(REPO / "algos")]
+# What the served model imports besides MLflow (tests/integration/test_retrain_serving.py checks no torch or Ray
+# is imported by serving); pinned to this machine's versions.
+SERVING_DISTRIBUTIONS = ("numpy", "pandas", "pyarrow", "pydantic", "gymnasium", "TA-Lib")
 
 
 def registered_name(name: str, overridden: list[str], env_config: dict[str, Any], group: str | None,
@@ -100,29 +107,39 @@ def name_for_meaning(client: Any, name: str, meaning: dict[str, str]) -> tuple[s
 
 
 def _requirements() -> list[str]:
-    import ray
-    import torch
+    from importlib.metadata import version
 
-    torch_version = torch.__version__.split("+")[0]  # no local label such as +cpu: pip could not resolve it
-    return [f"torch>={torch_version}", f"ray[rllib]=={ray.__version__}", "numpy", "pandas"]
+    return [f"{name}=={version(name)}" for name in SERVING_DISTRIBUTIONS]
 
 
 def register_policy(tracking_uri: str, run_id: str, module_dir: Path, model_name: str,
-                    example_observations: np.ndarray, tags: dict[str, str], greedy: GreedyRule) -> str:
-    """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'."""
+                    example_observations: np.ndarray, tags: dict[str, str], greedy: GreedyRule,
+                    inputs: Any | None = None, input_reader: str | None = None) -> str:
+    """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'.
+    `inputs`: the family's reader of raw inputs (`input_reader` names its class), or None: observations only."""
+    import tempfile
+
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     mlflow.set_tracking_uri(tracking_uri)
-    actions = load_module_policy(module_dir, greedy)(example_observations)
-    # Outputs only: an input schema would make MLflow refuse one observation or a float64 batch with an
-    # error that prints the whole array; policy_model.as_observation_batch checks the input instead.
+    policy = numpy_policy(module_dir, greedy)
+    actions = policy(example_observations)
+    # Outputs only: an input schema would make MLflow refuse bars, one observation or a float64 batch with an
+    # error that prints the whole input; policy_model checks the input instead.
     signature = ModelSignature(outputs=infer_signature(example_observations, actions).outputs)
-    with mlflow.start_run(run_id=run_id):
+    with tempfile.TemporaryDirectory() as folder, mlflow.start_run(run_id=run_id):
+        artifacts = {"policy": str(Path(folder) / "policy.npz")}
+        policy.save(artifacts["policy"])
+        model_config: dict[str, Any] = {"observation_shape": list(example_observations.shape[1:])}
+        if inputs is not None:
+            artifacts["inputs"] = str(Path(folder) / "inputs.npz")
+            inputs.save(artifacts["inputs"])
+            model_config["input_reader"] = input_reader
         info = mlflow.pyfunc.log_model(
             name="policy",
             python_model=str(MODEL_CODE),
-            artifacts={"rl_module": str(module_dir)},
-            model_config={"observation_shape": list(example_observations.shape[1:]), "greedy_output": greedy.output,
-                          "greedy_argmax": greedy.argmax},
+            artifacts=artifacts,
+            code_paths=CODE_PATHS,
+            model_config=model_config,
             signature=signature,
             input_example=example_observations[:2],
             pip_requirements=_requirements(),
@@ -131,5 +148,7 @@ def register_policy(tracking_uri: str, run_id: str, module_dir: Path, model_name
     version = info.registered_model_version
     client = mlflow.MlflowClient(tracking_uri)
     for key, value in tags.items():
+        client.set_model_version_tag(model_name, version, key, value)
+    for key, value in (inputs.tags() if inputs is not None else {}).items():
         client.set_model_version_tag(model_name, version, key, value)
     return f"models:/{model_name}/{version}"

@@ -72,7 +72,8 @@ def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, A
     select = exp.tune.checkpoint.select
     rule = SelectionRule(select.smooth, exp.spec.exploration_steps(exp.training) if select.after_exploration else 0)
     return BuildInputs(env_id=env_id, sections=sections, resources=resources, metric=exp.tune.metric,
-                       mode=exp.tune.mode, seed=seed, has_vector_env=envs.has_vector_env(env_id), selection=rule)
+                       mode=exp.tune.mode, seed=seed, has_vector_env=envs.has_vector_env(env_id), selection=rule,
+                       warm_start=exp.warm_start)
 
 
 def build_config(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, Any] | None = None,

@@ -283,8 +283,10 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm, "env": env_id,
             "data": envs.data_label(env_id, chosen.env_config), "fold": str(chosen.fold), "seed": str(chosen.seed),
             "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning}
+    input_reader = envs.family(env_id).input_reader
+    inputs = envs.input_reader_for(env_id).for_env_config(chosen.env_config) if input_reader else None
     uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, reader.module(chosen.checkpoint),
-                          model_name, observations, tags, exp.spec.greedy)
+                          model_name, observations, tags, exp.spec.greedy, inputs, input_reader)
     client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", reader.storage.display(chosen.checkpoint.path))
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))

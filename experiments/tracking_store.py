@@ -11,11 +11,17 @@ them there. MLflow caches the stores it builds per process, so the client made a
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
 SQLITE_PREFIX = "sqlite:///"
+
+
+def default_tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI, else the project's sqlite store in ./mlruns (what experiments.run uses by default)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"{SQLITE_PREFIX}{Path('mlruns').resolve() / 'mlflow.db'}"
 
 
 def sqlite_path(tracking_uri: str) -> Path | None:

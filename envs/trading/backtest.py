@@ -42,7 +42,15 @@ def sma_crossover_targets(closes: np.ndarray) -> np.ndarray:
     return (fast > slow).to_numpy(dtype=np.float64)
 
 
-def _row(equity: np.ndarray, targets: np.ndarray, ledger: Ledger, periods_per_year: float) -> dict[str, float]:
+def baseline_targets(closes: np.ndarray, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """The baselines' target positions on rows lo..hi-1: buy-and-hold, flat and the SMA crossover, whose SMAs see
+    the bars before `lo` too (history, not test data)."""
+    return {"buy_and_hold": np.ones(hi - lo), "flat": np.zeros(hi - lo),
+            f"sma_{SMA_FAST}_{SMA_SLOW}": sma_crossover_targets(closes[:hi])[lo:hi]}
+
+
+def strategy_row(equity: np.ndarray, targets: np.ndarray, ledger: Ledger, periods_per_year: float) -> dict[str, float]:
+    """A strategy's row of a report's table: performance, trades, fees, turnover and exposure."""
     return {**performance(equity, periods_per_year), "trades": float(ledger.trades),
             "fees_paid": float(ledger.fees_paid),
             # Traded notional in units of the starting equity, and the share of bars holding a position.
@@ -78,20 +86,14 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
     opens, closes = market.opens[lo:hi], market.closes[lo:hi]
     ppy = bars_per_year(market.timeframe)
 
-    strategies = {
-        "agent": agent_targets(policy, env),
-        "buy_and_hold": np.ones(hi - lo),
-        "flat": np.zeros(hi - lo),
-        # The SMAs see the bars before the split too: they are history, not test data.
-        f"sma_{SMA_FAST}_{SMA_SLOW}": sma_crossover_targets(market.closes[:hi])[lo:hi],
-    }
+    strategies = {"agent": agent_targets(policy, env), **baseline_targets(market.closes, lo, hi)}
     # One ledger for all: the agent's equity is replayed from its positions, which gives the same
     # numbers as the env walk (a test pins it) and an equity mark at every bar, also between decisions.
     table, curves = {}, {}
     for name, targets in strategies.items():
         equity, ledger = simulate_positions(targets, opens, closes, env.fee_rate, env.slippage_rate,
                                             env.cfg.maintenance_margin)
-        table[name] = _row(equity, targets, ledger, ppy)
+        table[name] = strategy_row(equity, targets, ledger, ppy)
         curves[name] = equity
     frame = pd.DataFrame.from_dict(table, orient="index")
     index = pd.DatetimeIndex(market.timestamps[lo:hi], name="timestamp")

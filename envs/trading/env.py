@@ -28,6 +28,7 @@ from envs.errors import InputError
 from envs.splits import Fold, Protocol
 from envs.trading.data import timeframe_delta
 from envs.trading.features import DEFAULT_FEATURES, FeatureSet, RawFeatures, market_features, normalize
+from envs.trading.features.matrix import bars_needed
 from envs.trading.features.spec import parse_features_json
 from envs.trading.features.store import FeatureStore, bars_digest
 from envs.trading.ledger import DEFAULT_MAINTENANCE_MARGIN, Ledger
@@ -154,6 +155,9 @@ class Market:
     feature_key: str = ""
     data_digest: str = ""                 # of the bars' content: names the data in the trials ledger
     symbol: str = ""                      # what the data says it is (file metadata), else the config's symbol
+    # The normalization fitted on the fold's train rows (per column): a served policy carries it (envs.trading.bar_reader)
+    feature_mean: np.ndarray | None = None
+    feature_std: np.ndarray | None = None
 
 
 def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int | None, where: str,
@@ -175,10 +179,16 @@ def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int 
                          f"than 2 decisions in some parts ({sizes} bars): use a shorter interval, or longer parts")
 
 
-def _check_warmup(raw: RawFeatures, train: tuple[int, int], window: int, where: str) -> None:
+def first_decision_row(raw: RawFeatures, needed: int | None, window: int) -> int:
+    """The first row whose observation is whole: every feature of its `window` rows from its full look-back, so a
+    served policy given the bars up to it (`BarReader.bars_needed`) sees the same observation."""
+    return max(raw.warmup, needed or 1, 1) + window - 2
+
+
+def _check_warmup(raw: RawFeatures, needed: int | None, train: tuple[int, int], window: int, where: str) -> None:
     """The train part must hold decisions after every feature is complete; else name the longest warm-ups."""
     train_start, train_end = train
-    first = max(train_start, raw.warmup, window - 1)
+    first = max(train_start, first_decision_row(raw, needed, window))
     if train_end - first >= max(window, 3):
         return
     longest = sorted(raw.warmups().items(), key=lambda kv: -kv[1])[:3]
@@ -201,12 +211,13 @@ def load_market(cfg: TradingConfig) -> Market:
     fold = cfg.split_protocol().fold(n, cfg.fold, min_rows=max(cfg.window, 3), source=f"{source}: protocol")
     bounds = {name: fold.part(name) for name in SPLITS}
     where = f"{source}: fold {fold.index}"
+    needed, _ = bars_needed(cfg.feature_items(), timeframe)
     raw, origin, key = market_features(cfg.feature_items(), bars, timeframe, cfg.feature_store,
                                        "environment.env_config.features",
-                                       check=lambda r: _check_warmup(r, fold.train, cfg.window, where))
-    # The first decision needs every feature complete (and a full observation window) behind it.
+                                       check=lambda r: _check_warmup(r, needed, fold.train, cfg.window, where))
+    # The first decision needs every feature of its whole observation window complete behind it.
     train_start, train_end = fold.train
-    bounds["train"] = (max(train_start, raw.warmup, cfg.window - 1), train_end)
+    bounds["train"] = (max(train_start, first_decision_row(raw, needed, cfg.window)), train_end)
     check_split_lengths(bounds, cfg.episode_length, where, cfg.decision_interval)
     middle = (bounds["validation"][0] + bounds["validation"][1]) // 2
     bounds.update(zip(VALIDATION_HALVES, ((bounds["validation"][0], middle), (middle, bounds["validation"][1]))))
@@ -229,6 +240,8 @@ def load_market(cfg: TradingConfig) -> Market:
         feature_key=key,
         data_digest=bars_digest(bars),
         symbol=str(bars.attrs.get("symbol") or cfg.symbol),  # a Kraken XBT-USD file is labelled XBT-USD
+        feature_mean=features.mean,
+        feature_std=features.std,
     )
 
 

@@ -113,12 +113,18 @@ def simulate_positions(targets: np.ndarray, opens: np.ndarray, closes: np.ndarra
     ledger = Ledger(fee_rate=fee_rate, slippage_rate=slippage_rate, maintenance_margin=maintenance_margin)
     equity = np.ones(len(closes))
     for i in range(1, len(closes)):
-        open_price, close = float(opens[i]), float(closes[i])
-        if not ledger.margin_call(open_price):
-            ledger.rebalance(float(targets[i - 1]), open_price)
-            ledger.margin_call(close)
-        equity[i] = ledger.equity(close)
+        equity[i] = trade_bar(ledger, float(targets[i - 1]), float(opens[i]), float(closes[i]))
         if ledger.margin_called:
             equity[i + 1:] = equity[i]
             break
     return equity, ledger
+
+
+def trade_bar(ledger: Ledger, target: float, open_price: float, close: float) -> float:
+    """One bar: the margin checked at its open, the `target` decided at the previous close filled there, the margin
+    checked at its close; returns equity at the close. The backtest and paper trading (envs.trading.paper) both
+    step through this, so a paper replay of a test window is the backtest's equity curve to the last digit."""
+    if not ledger.margin_call(open_price):
+        ledger.rebalance(target, open_price)
+        ledger.margin_call(close)
+    return ledger.equity(close)

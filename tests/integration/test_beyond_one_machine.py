@@ -183,3 +183,20 @@ def test_sweep_on_a_cluster_with_s3_storage_survives_a_dead_node(s3, cluster, tm
     ray_logs = [p for p in Path(nodes.head_node.get_session_dir_path(), "logs").rglob("*") if p.is_file()]
     assert any(p.name.startswith("runtime_env_agent") for p in ray_logs)
     assert not [p.name for p in ray_logs if planted in p.read_bytes()]
+
+
+def test_a_retrain_submitted_as_a_ray_job_runs_on_the_cluster(cluster, tmp_path):
+    """The scheduled retrain (docs/operations.md: cron, or the Kubernetes CronJob) is `ray job submit` of
+    `python -m experiments.retrain`: submitted to the running cluster's job server, it runs there, reads the
+    registry and the data, and its one-line plan comes back in the job's logs (a dry run: no champion yet, the
+    first challenger would come from the full sweep)."""
+    _, _, dashboard = cluster
+    entrypoint = (f"cd {REPO} && {sys.executable} -m experiments.retrain conf/dqn_btc.yaml --dry-run --address auto "
+                  f"--set tracking.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}")
+    ray_cli = Path(sys.executable).with_name("ray")
+    result = subprocess.run([str(ray_cli), "job", "submit", "--address", dashboard, "--", entrypoint],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, **LOOPBACK_ONLY})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "succeeded" in result.stdout.lower()
+    assert "models:/dqn_btc@champion does not exist yet: the first challenger comes from the full sweep" in result.stdout
+    assert "forward window: 2019-09-17 10:00:00+00:00 .. 2019-10-17 09:00:00+00:00 (720 bars" in result.stdout

@@ -147,14 +147,14 @@ def test_the_cli_refuses_a_lowercase_symbol_before_writing(tmp_path):
 
 def test_a_history_too_short_for_its_splits_fails_the_dry_run(tmp_path):
     out = tmp_path / "SHORT-USD_1h.parquet"
-    assert cli("import", bars_csv(tmp_path, 200), "--symbol", "SHORT-USD", "--timeframe", "1h",
+    assert cli("import", bars_csv(tmp_path, 260), "--symbol", "SHORT-USD", "--timeframe", "1h",
                "--out", out).returncode == 0
     result = subprocess.run(
         [sys.executable, "-m", "experiments.run", "conf/dqn_btc.yaml", "--dry-run", "--set",
          f"environment.env_config.data_path={out}", "--set", "evaluation.protocol=holdout"],
         capture_output=True, text=True, cwd=REPO, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
         check=False)
-    assert_one_line_error(result, "parts shorter than episode_length 720 bars", "validation 30", "test 30")
+    assert_one_line_error(result, "parts shorter than episode_length 720 bars", "validation 39", "test 39")
 
 
 def _wide_daily_csv(tmp_path: Path) -> Path:

@@ -10,13 +10,16 @@ entrypoint = the platform's CLI, the dashboard not exposed, no AWS keys.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import gzip
+import itertools
 import json
 import re
 import shlex
 import tomllib
+import zoneinfo
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jsonschema
 import pytest
@@ -295,3 +298,284 @@ def test_no_aws_keys_in_deploy_files():
     assert {name: KEY_LIKE.findall(text) for name, text in texts.items() if KEY_LIKE.search(text)} == {}
     planted = "AKIA" + "ABCDEFGHIJKLMNOP"  # the scan itself must be able to fail
     assert KEY_LIKE.search(f"aws_key: {planted}") and KEY_LIKE.search("AWS_SECRET_ACCESS_KEY: x")
+
+
+# deploy/kuberay/retrain-cronjob.yaml: the retrain on a schedule. Its Kubernetes documents are checked
+# against Kubernetes 1.30's own schemas (strict: unknown fields refused), vendored standalone in
+# tests/data/kubernetes (from the kubernetes-validate wheel, see the README there); the RayJob it keeps in
+# its ConfigMap against KubeRay's CRD, as rayjob.yaml is.
+
+CRONJOB_FILE = REPO / "deploy" / "kuberay" / "retrain-cronjob.yaml"
+K8S_SCHEMAS = REPO / "tests" / "data" / "kubernetes"
+K8S_VERSION = "v1.30.0"
+
+
+@cache
+def k8s_validators() -> dict[tuple[str, str], jsonschema.protocols.Validator]:
+    """(apiVersion, kind) -> a validator of that kind's schema, from the vendored standalone files."""
+    validators = {}
+    for path in sorted(K8S_SCHEMAS.glob(f"*-{K8S_VERSION}.json.gz")):
+        vendored = json.loads(gzip.decompress(path.read_bytes()))
+        source, schema = vendored["source"], vendored["schema"]
+        assert source["package"] == "kubernetes-validate" and source["kubernetes"] == K8S_VERSION
+        assert len(source["wheel_sha256"]) == 64 and "-local-strict/" in source["path"]
+        assert schema["additionalProperties"] is False  # the strict variant
+        (gvk,) = schema["x-kubernetes-group-version-kind"]
+        api_version = f"{gvk['group']}/{gvk['version']}" if gvk["group"] else gvk["version"]
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        validators[api_version, gvk["kind"]] = cls(schema)
+    return validators
+
+
+def k8s_validator(doc: dict) -> jsonschema.protocols.Validator:
+    return k8s_validators()[doc["apiVersion"], doc["kind"]]
+
+
+def cron_docs() -> dict[tuple[str, str], dict]:
+    """(kind, name) -> document of retrain-cronjob.yaml."""
+    docs = [doc for doc in yaml.safe_load_all(CRONJOB_FILE.read_text()) if doc]
+    keyed = {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+    assert len(keyed) == len(docs), "a kind/name twice"
+    return keyed
+
+
+def cron_doc(kind: str) -> dict:
+    """The one document of that kind (ServiceAccount: the submitter's, not the Ray pods' copy)."""
+    found = [doc for (k, name), doc in cron_docs().items() if k == kind and name != "rlplatform-ray"]
+    assert len(found) == 1, kind
+    return found[0]
+
+
+def retrain_rayjob() -> dict:
+    (text,) = cron_doc("ConfigMap")["data"].values()
+    return yaml.safe_load(text)
+
+
+def submit_pod(cronjob: dict) -> dict:
+    return cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+CRON_FIELDS = [  # (name, lowest, highest, names) as Kubernetes' CronJob controller reads them (robfig/cron)
+    ("minute", 0, 59, []), ("hour", 0, 23, []), ("day-of-month", 1, 31, []),
+    ("month", 1, 12, ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]),
+    ("day-of-week", 0, 7, ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]),
+]
+
+
+def cron_field(text: str, name: str, low: int, high: int, names: list[str]) -> set[int]:
+    def number(word: str) -> int:
+        if word.lower() in names:
+            return names.index(word.lower()) + (1 if name == "month" else 0)
+        if not word.isdigit() or not low <= int(word) <= high:
+            raise ValueError(f"{name}: {word!r} is not in {low}-{high}")
+        return int(word)
+
+    values = set()
+    for item in text.split(","):
+        match = re.fullmatch(r"(\*|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)?)(?:/(\d+))?", item)
+        if not match:
+            raise ValueError(f"{name}: {item!r}")
+        span, step = match.group(1), int(match.group(2) or 1)
+        if step < 1:
+            raise ValueError(f"{name}: step 0")
+        if span == "*":
+            first, last = low, high
+        else:
+            first, _, end = span.partition("-")
+            first = number(first)
+            last = number(end) if end else (high if match.group(2) else first)
+        if first > last:
+            raise ValueError(f"{name}: {item!r} runs backwards")
+        values.update(range(first, last + 1, step))
+    return {0 if name == "day-of-week" and v == 7 else v for v in values}
+
+
+def parse_cron(schedule: str) -> list[set[int]]:
+    """A 5-field cron expression -> the allowed values of each field; ValueError if it is not one."""
+    words = schedule.split()
+    if len(words) != 5:
+        raise ValueError(f"{schedule!r}: {len(words)} fields, not 5")
+    return [cron_field(word, *field) for word, field in zip(words, CRON_FIELDS)]
+
+
+def cron_firings(schedule: str, days: int = 4 * 366):
+    """The times the schedule fires over `days` days from 2024-01-01 (a leap year), in order."""
+    minutes, hours, mdays, months, wdays = parse_cron(schedule)
+    dom_star, dow_star = schedule.split()[2].startswith("*"), schedule.split()[4].startswith("*")
+    for offset in range(days):
+        day = dt.date(2024, 1, 1) + dt.timedelta(days=offset)
+        dom, dow = day.day in mdays, (day.isoweekday() % 7) in wdays
+        # cron: when both day fields are restricted, either one matching is enough
+        day_ok = (dom or dow) if not (dom_star or dow_star) else (dom and dow)
+        if day.month in months and day_ok:
+            for hour in sorted(hours):
+                for minute in sorted(minutes):
+                    yield dt.datetime.combine(day, dt.time(hour, minute))
+
+
+def test_retrain_file_has_the_submitters_rbac_the_rayjob_and_the_cronjob():
+    kinds = sorted(kind for kind, _ in cron_docs())
+    assert kinds == ["ConfigMap", "CronJob", "Role", "RoleBinding", "ServiceAccount", "ServiceAccount"]
+    assert set(k8s_validators()) == {("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"),
+                                     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("v1", "ConfigMap"),
+                                     ("batch/v1", "CronJob")}
+
+
+@pytest.mark.parametrize("key", sorted(cron_docs()), ids="/".join)
+def test_retrain_documents_pass_kubernetes_schemas(key):
+    doc = cron_docs()[key]
+    errors = k8s_validator(doc).iter_errors(doc)
+    assert [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors] == []
+
+
+CRON = ("CronJob", "rlplatform-retrain")
+
+
+@pytest.mark.parametrize("key, break_it", [
+    (CRON, lambda d: d["spec"].pop("schedule")),  # required
+    (CRON, lambda d: d["spec"].update(schedul=d["spec"].pop("schedule"))),
+    (CRON, lambda d: d["spec"].update(concurency_policy="Forbid")),
+    (CRON, lambda d: d["spec"].update(startingDeadlineSeconds="1h")),
+    (CRON, lambda d: d.update(apiVersion="batch/v1beta1")),
+    (CRON, lambda d: submit_pod(d).update(serviceAccountNam="rlplatform-retrain-submitter")),
+    (CRON, lambda d: submit_pod(d)["containers"][0].update(volumeMount=[])),
+    (CRON, lambda d: submit_pod(d)["volumes"][0]["configMap"]["items"][0].pop("key")),
+    (("Role", "rlplatform-retrain-submitter"), lambda d: d["rules"][0].pop("verbs")),
+    (("Role", "rlplatform-retrain-submitter"), lambda d: d["rules"][0].update(verbs="create")),
+    (("RoleBinding", "rlplatform-retrain-submitter"), lambda d: d.pop("roleRef")),
+    (("RoleBinding", "rlplatform-retrain-submitter"), lambda d: d["subjects"][0].update(serviceAccount="x")),
+    (("ServiceAccount", "rlplatform-retrain-submitter"), lambda d: d.update(spec={})),
+    (("ConfigMap", "rlplatform-retrain-rayjob"), lambda d: d["data"].update(replicas=1)),  # strings only
+], ids=["cron-no-schedule", "cron-schedule-typo", "cron-unknown-key", "cron-int-type", "cron-apiversion",
+        "pod-key-typo", "container-key-typo", "volume-item-required", "role-no-verbs", "role-verbs-type",
+        "binding-no-roleref", "subject-unknown-key", "sa-unknown-key", "configmap-value-type"])
+def test_kubernetes_schemas_refuse_a_broken_retrain_document(key, break_it):
+    doc = cron_docs()[key]
+    validator = k8s_validator(doc)  # chosen before the break (which may change apiVersion)
+    break_it(doc)
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(doc)
+
+
+def test_retrain_rayjob_passes_kuberay_crd_schema():
+    errors = rayjob_validator("v1.7.0").iter_errors(retrain_rayjob())
+    assert [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors] == []
+
+
+def test_retrain_rayjob_on_kuberay_1_4_lacks_only_auth_options():
+    errors = list(rayjob_validator("v1.4.2").iter_errors(retrain_rayjob()))
+    where = [(list(e.absolute_path), e.validator) for e in errors]
+    assert where == [(["spec", "rayClusterSpec"], "additionalProperties")]
+    assert "authOptions" in errors[0].message
+
+
+@pytest.mark.parametrize("break_it", [
+    lambda j: j["spec"].update(entryPoint=j["spec"].pop("entrypoint")),  # misspelled
+    lambda j: j["spec"].update(ttlSecondsAfterFinish=600),
+    lambda j: j["spec"].update(shutdownAfterJobFinishes="true"),
+    lambda j: j["spec"].update(ttlSecondsAfterFinished="600"),
+    lambda j: j["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].pop("groupName"),
+], ids=["entrypoint-typo", "ttl-typo", "bool-type", "int-type", "required-field"])
+def test_kuberay_schema_refuses_a_broken_retrain_rayjob(break_it):
+    job = retrain_rayjob()
+    break_it(job)
+    with pytest.raises(jsonschema.ValidationError):
+        rayjob_validator("v1.7.0").validate(job)
+
+
+def test_retrain_rayjob_runs_experiments_retrain_with_a_conf_of_the_repo():
+    words = shlex.split(retrain_rayjob()["spec"]["entrypoint"])
+    assert words[:3] == ["python", "-m", "experiments.retrain"]
+    conf = Path(words[3])
+    assert conf.parent == Path("conf") and conf.suffix == ".yaml" and (REPO / conf).is_file()
+    # the flags of rayjob.yaml's run (the same cluster: --hardware is the worker's preset, S3 everywhere)
+    assert words[3:] == shlex.split(rayjob()["spec"]["entrypoint"])[3:]
+
+
+def test_retrain_entrypoint_parses_with_the_retrain_cli():
+    """Its flags, read by experiments.retrain's own parser (a flag it does not know fails here)."""
+    retrain = pytest.importorskip("experiments.retrain", reason="experiments/retrain.py is not in the tree")
+    if not hasattr(retrain, "parse_args"):
+        pytest.skip("experiments.retrain has no parse_args")
+    words = shlex.split(retrain_rayjob()["spec"]["entrypoint"])
+    retrain.parse_args(words[3:])
+
+
+def test_retrain_rayjob_is_rayjob_yamls_cluster_under_a_new_name_each_run():
+    """Same image, venv (runtime env), code, token auth, dashboard, IRSA account and MLflow Secret as
+    rayjob.yaml: the retrain runs where the main job runs. generateName: `kubectl create` names each run."""
+    job, main = retrain_rayjob(), rayjob()
+    assert (job["apiVersion"], job["kind"]) == (main["apiVersion"], main["kind"])
+    for key in ("rayClusterSpec", "runtimeEnvYAML", "submissionMode"):
+        assert job["spec"][key] == main["spec"][key], key
+    assert "name" not in job["metadata"] and job["metadata"]["generateName"].endswith("-")
+    assert job["spec"]["shutdownAfterJobFinishes"] is True and job["spec"]["ttlSecondsAfterFinished"] > 0
+    assert 0 < job["spec"]["activeDeadlineSeconds"]
+    assert cron_docs()["ServiceAccount", "rlplatform-ray"] == rayjob_docs()["ServiceAccount"]
+
+
+def test_cronjob_creates_the_rayjob_from_the_mounted_configmap_key():
+    cronjob, configmap = cron_doc("CronJob"), cron_doc("ConfigMap")
+    pod = submit_pod(cronjob)
+    (container,) = pod["containers"]
+    assert container["command"][:3] == ["kubectl", "create", "-f"] and len(container["command"]) == 4
+    target = PurePosixPath(container["command"][3])
+    (mount,) = [m for m in container["volumeMounts"] if target.is_relative_to(m["mountPath"])]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    (item,) = [i for i in volume["configMap"]["items"]
+               if PurePosixPath(mount["mountPath"], i["path"]) == target]
+    assert yaml.safe_load(configmap["data"][item["key"]]) == retrain_rayjob()
+    assert retrain_rayjob()["kind"] == "RayJob"
+    # a pinned kubectl, not :latest
+    assert re.fullmatch(r"[\w.-]+(/[\w.-]+)+:v?\d+\.\d+\.\d+", container["image"]), container["image"]
+    assert pod["restartPolicy"] == "Never"
+
+
+def test_cronjob_pod_runs_as_the_bound_account_allowed_to_create_rayjobs():
+    pod, binding, role = submit_pod(cron_doc("CronJob")), cron_doc("RoleBinding"), cron_doc("Role")
+    account = cron_doc("ServiceAccount")["metadata"]["name"]
+    assert pod["serviceAccountName"] == account != "rlplatform-ray"  # no IRSA role for the submitter
+    assert pod.get("automountServiceAccountToken", True) is True  # kubectl's in-cluster login
+    assert [(s["kind"], s["name"], s.get("namespace")) for s in binding["subjects"]] == \
+        [("ServiceAccount", account, None)]  # no namespace: the binding's own
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert ("ray.io", "rayjobs", "create") in granted
+    assert granted <= {("ray.io", "rayjobs", verb) for verb in ("create", "get", "list", "watch")}
+
+
+def test_cronjob_schedule_is_valid_cron_and_runs_cannot_overlap():
+    spec = cron_doc("CronJob")["spec"]
+    parse_cron(spec["schedule"])
+    zoneinfo.ZoneInfo(spec["timeZone"])
+    assert "TZ" not in spec["schedule"]  # the API server refuses CRON_TZ/TZ= alongside timeZone
+    assert spec["concurrencyPolicy"] == "Forbid" and spec["startingDeadlineSeconds"] > 0
+    assert spec["successfulJobsHistoryLimit"] >= 1 and spec["failedJobsHistoryLimit"] >= 1
+    # Forbid sees only the minute-long submitting Job: the RayJob's deadline must end a run before the next
+    firings = list(cron_firings(spec["schedule"]))
+    assert len(firings) > 1
+    gap = min((b - a).total_seconds() for a, b in itertools.pairwise(firings))
+    job = retrain_rayjob()["spec"]
+    assert job["activeDeadlineSeconds"] + job["ttlSecondsAfterFinished"] < gap
+
+
+@pytest.mark.parametrize("schedule", [
+    "0 3 * *", "0 3 * * 1 2", "@weekly", "60 3 * * 1", "0 24 * * 1", "0 3 0 * *", "0 3 * 13 *",
+    "0 3 * * 8", "*/0 3 * * *", "0 3 * * MON-", "0 5-3 * * *", "0 3 * * funday", "0,, 3 * * *",
+])
+def test_cron_check_refuses_a_bad_schedule(schedule):
+    with pytest.raises(ValueError):
+        parse_cron(schedule)
+
+
+def test_cron_check_reads_ranges_steps_names_and_either_day_field():
+    assert parse_cron("*/15 9-17/4 1,15 jan-mar mon-fri")[:2] == [{0, 15, 30, 45}, {9, 13, 17}]
+    assert parse_cron("0 3 * * 7")[4] == {0} and parse_cron("0 3 * * SUN")[4] == {0}
+    mondays = list(cron_firings("0 3 * * 1", days=28))
+    assert [d.isoweekday() for d in mondays] == [1] * 4 and {d.hour for d in mondays} == {3}
+    either = list(cron_firings("0 0 1 * 1", days=31))  # January 2024: the 1st (a Monday) and Mondays
+    assert [d.day for d in either] == [1, 8, 15, 22, 29]

@@ -143,14 +143,37 @@ def test_an_outside_series_is_seen_after_its_publication_lag(tmp_path):
     assert not np.array_equal(before.values[row:], after.values[row:], equal_nan=True)
 
 
-def test_basic_is_the_earlier_rounds_features_bit_for_bit():
-    """The digest of the default observation features on the bundled bars, as the hard-coded module of every
-    earlier round computed them (its verdicts reproduce only if these do)."""
+def _earlier_rounds_basic(bars: pd.DataFrame) -> np.ndarray:
+    """`basic` as the hard-coded module of earlier rounds computed it: pandas rolling windows over the whole history."""
+    close, volume = bars["close"], np.log1p(bars["volume"])
+    log_return = np.log(close).diff().fillna(0.0)
+    gain = log_return.clip(lower=0).rolling(14, min_periods=1).mean()
+    loss = (-log_return.clip(upper=0)).rolling(14, min_periods=1).mean()
+    volume_std = volume.rolling(96, min_periods=2).std().replace(0.0, np.nan)
+    columns = [log_return, (bars["high"] - bars["low"]) / close, (close - bars["open"]) / bars["open"],
+               log_return.rolling(24, min_periods=2).std(), close / close.rolling(24, min_periods=1).mean() - 1.0,
+               close / close.rolling(96, min_periods=1).mean() - 1.0,
+               (gain - loss) / (gain + loss).replace(0.0, np.nan),
+               (volume - volume.rolling(96, min_periods=2).mean()) / volume_std]
+    return np.nan_to_num(np.column_stack([c.to_numpy(dtype=np.float64) for c in columns]))
+
+
+def test_basic_is_the_earlier_rounds_features_up_to_rounding_from_a_fixed_look_back():
+    """`basic` is the eight features of every earlier round; computed over each value's own fixed look-back (what a
+    served policy can reproduce) instead of pandas' running sums, they differ only in the last bits, and only rows
+    before a feature's first full window (partial windows then, unknown now) differ more."""
     import hashlib
 
     from envs.trading.env import TradingConfig, load_market
 
+    raw = build_raw(parse_features(["basic"]), BARS, "1h", "features")
+    earlier = _earlier_rounds_basic(BARS)
+    complete = np.arange(len(BARS))[:, None] >= raw.first_valid[None, :]
+    assert np.isnan(raw.values[~complete]).all()
+    difference = np.abs(raw.values[complete] - earlier[complete])
+    assert 0 < difference.max() < 1e-9  # rounding, not another formula; and not the old computation either
     market = load_market(TradingConfig.from_dict({}))
-    assert market.bounds["train"][0] == 96 and market.feature_warmup == 96
+    # decisions start once the whole 24-bar window is complete: row 95 (trend_96, volume_z_96) + 23
+    assert market.feature_warmup == 96 and market.bounds["train"][0] == 118
     assert hashlib.sha256(market.features.tobytes()).hexdigest() == (
-        "d4f39f1679d155db0395a37da2e149f882e7dbb148d7232545da673d83bbc13b")
+        "a9b1722f52ed8e71210345ec0fe37b632c2a5633752ca275a7bd2915a9736747")

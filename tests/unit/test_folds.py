@@ -87,7 +87,8 @@ def test_env_trades_its_fold(market_file):
         env = make(market_file, index)
         assert env.market.bounds["validation"] == fold.validation
         assert env.market.bounds["test"] == fold.test
-        assert env.market.bounds["train"] == (96, fold.train[1])  # after the features' 96-bar warm-up
+        # once the 8-bar window is whole: the features' 96-bar warm-up (row 95) + 7 rows
+        assert env.market.bounds["train"] == (102, fold.train[1])
 
 
 def _walk(env: SpotTradingEnv, policy, seed: int = 0, steps: int = 10_000):

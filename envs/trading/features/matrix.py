@@ -1,7 +1,8 @@
 """The one causal path from bars and a feature list to a feature matrix, and its normalization per fold.
 
-Every column is computed once over the whole series by forward-only functions (pandas rolling windows,
-TA-Lib), never per bar, and carries `first_valid`: the row of its first complete value. A block's columns
+Every column's value at bar t is computed from a fixed look-back of bars ending at t (`rolling`, TA-Lib over its
+look-back), and carries `first_valid`: the row of its first value. So the last rows of a matrix computed over the
+last `bars_needed` bars are the same bits as the env's over the whole history: what a served policy reads. A block's columns
 are computed on their own bars and aligned to the base bars by as-of joins on the time each value became
 known, so a row never holds a value from after its bar (tests/unit/test_feature_causality.py perturbs every
 bar after t and requires rows <= t to stay bit-identical, for every allowed TA-Lib function):
@@ -184,15 +185,40 @@ def _series(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: 
 BLOCKS: dict[str, Callable[..., list[_Column]]] = {"resample": _resample, "asset": _asset, "series": _series}
 
 
+def bars_needed(items: tuple[Item, ...], timeframe: str) -> tuple[int | None, str]:
+    """How many base bars give every feature's value at the last bar from its whole look-back (what a served
+    policy must be given), or None and the block that reads another series than the bars."""
+    needed = 1
+    for item in items:
+        if isinstance(item, Block):
+            if item.kind != "resample":
+                return None, f"{item.kind}: {item.source}"
+            inner, other = bars_needed(item.children, item.source)
+            if inner is None:
+                return None, other
+            ratio = int(timeframe_delta(item.source) // timeframe_delta(timeframe))
+            # the child's look-back in whole higher bars, a partial one at each end of the given bars
+            needed = max(needed, (inner + 2) * ratio)
+        else:
+            needed = max(needed, item.first_valid + 1)
+    return needed, ""
+
+
 def normalize(raw: RawFeatures, fit_rows: slice) -> FeatureSet:
     """Z-scores with statistics of `fit_rows` (the fold's train part) where each column has values, clipped at
     +-CLIP; values not known (NaN) become 0, the train mean."""
     fit = raw.values[fit_rows]
-    # NaN-free columns get numpy's mean and std bit for bit, so `basic` reproduces earlier rounds' observations;
-    # a column without values in the train rows is refused before this (the warm-up check).
+    # NaN-free columns get numpy's mean and std bit for bit; a column without values in the train rows is refused
+    # before this (the warm-up check).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         mean, std = np.nanmean(fit, axis=0), np.nanstd(fit, axis=0)
     std = np.where(std > 1e-12, std, 1.0)
-    values = np.clip((raw.values - mean) / std, -CLIP, CLIP)
-    return FeatureSet(values=np.nan_to_num(values, nan=0.0).astype(np.float32), mean=mean, std=std)
+    return FeatureSet(values=apply_normalization(raw.values, mean, std), mean=mean, std=std)
+
+
+def apply_normalization(values: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Raw feature rows as the agent sees them: z-scored with a fold's train statistics, clipped, unknown at 0;
+    elementwise, so a served policy carrying `mean` and `std` gets the env's bits."""
+    clipped = np.clip((values - mean) / std, -CLIP, CLIP)
+    return np.nan_to_num(clipped, nan=0.0).astype(np.float32)

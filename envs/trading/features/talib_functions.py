@@ -31,6 +31,7 @@ import talib
 from talib import abstract
 
 from envs.errors import InputError
+from envs.trading.features.rolling import window_mean
 from envs.validation import did_you_mean
 
 CONVERGENCE_TOLERANCE = 1e-6  # of the output's spread: about float32's resolution, what the observation keeps
@@ -254,23 +255,33 @@ class TaFeature:
         return max(_lookback(self.name, params, self.unstable_bars), base + self.unstable_bars)
 
     def compute(self, market: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """The chosen outputs on `market` (arrays by bar column), NaN before `first_valid`, scaled to the close."""
-        outputs = _call(self.name, dict(self.params), market, self.unstable_bars)
+        """The chosen outputs on `market` (arrays by bar column), scaled to the close: the value at bar t is the
+        function's over the fixed look-back of `first_valid + 1` bars ending at t (never over all the history
+        before it), so a served policy given the last bars computes the same bits; NaN before `first_valid`."""
         names = abstract.Function(self.name).info["output_names"]
-        scales = dict(zip(names, output_scales(self.name)))
-        first = self.first_valid
+        chosen = [index for index, output in enumerate(names) if output in self.outputs]
+        look_back = self.first_valid + 1
+        n = len(market["close"])
+        raw = np.full((len(chosen), n), np.nan)
+        function = getattr(talib, self.name)
+        inputs = [np.ascontiguousarray(market[column], dtype=np.float64) for column in input_columns(self.name)]
+        params = dict(self.params)
+        with unstable_period(self.unstable_bars):
+            for end in range(look_back, n + 1):
+                out = function(*(values[end - look_back:end] for values in inputs), **params)
+                out = out if isinstance(out, tuple) else (out,)
+                for row, index in enumerate(chosen):
+                    raw[row, end - 1] = out[index][-1]
+        scales = output_scales(self.name)
         columns = []
-        for output, values in zip(names, outputs):
-            if output not in self.outputs:
-                continue
-            values = _rescale(values, scales[output], market, first)
+        for row, index in enumerate(chosen):
+            values = _rescale(raw[row], scales[index], market, look_back)
             values[~np.isfinite(values)] = np.nan
-            values[:first] = np.nan
             columns.append(values)
         return columns
 
 
-def _rescale(values: np.ndarray, scale: str, market: dict[str, np.ndarray], first_valid: int) -> np.ndarray:
+def _rescale(values: np.ndarray, scale: str, market: dict[str, np.ndarray], look_back: int) -> np.ndarray:
     close = market["close"]
     with np.errstate(divide="ignore", invalid="ignore"):
         if scale == "level":
@@ -280,9 +291,7 @@ def _rescale(values: np.ndarray, scale: str, market: dict[str, np.ndarray], firs
         if scale == "price2":
             return values / close ** 2
         if scale == "volume":
-            window = max(first_valid + 1, 2)
-            mean_volume = np.convolve(market["volume"], np.ones(window) / window)[:len(values)]
-            return values / mean_volume
+            return values / window_mean(np.asarray(market["volume"], dtype=np.float64), max(look_back, 2))
     return values.copy()
 
 

@@ -1,11 +1,11 @@
 """Plain transforms of one market's bars, by name, and the named feature sets built from them.
 
-A transform is a causal pandas expression of the bars (value at bar t from bars up to t). Its rolling
-windows are partial at the start (`min_periods`), so it has a value from the first bars on; its warm-up
-is the row of its first *complete* value (`first_valid`): the window full, and for functions of log
-returns one more bar, since the first return needs a previous close. These are the expressions of the
-eight features every earlier round used, unchanged to the bit, so the set `basic` reproduces their
-verdicts; TA-Lib's indicators come through `envs.trading.features.talib_functions` instead.
+A transform's value at bar t is computed from a fixed look-back of bars ending at t (`rolling`): its window, and
+for functions of log returns one more bar, since the first return needs a previous close. Its warm-up is the row
+of its first value (`first_valid`); rows before it are NaN, not known. So the value at t is the same whether it is
+computed over the whole history (the env) or over the last bars a served policy is given. These are the
+expressions of the eight features every earlier round used; TA-Lib's indicators come through
+`envs.trading.features.talib_functions` instead.
 """
 from __future__ import annotations
 
@@ -15,33 +15,40 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from envs.trading.features.rolling import lagged_difference, window_mean, window_std
+
 # What a transform may read: a bars frame's columns, and two derived ones.
 INPUTS = ("open", "high", "low", "close", "volume", "log_close", "log_volume")
 
 
-def _log_return(close: pd.Series) -> pd.Series:
-    return np.log(close).diff().fillna(0.0)
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    return frame[name].to_numpy(dtype=np.float64)
 
 
-def _input(frame: pd.DataFrame, name: str) -> pd.Series:
+def _log_return(frame: pd.DataFrame) -> np.ndarray:
+    return lagged_difference(np.log(_column(frame, "close")))
+
+
+def _input(frame: pd.DataFrame, name: str) -> np.ndarray:
     if name == "log_close":
-        return np.log(frame["close"])
+        return np.log(_column(frame, "close"))
     if name == "log_volume":
-        return np.log1p(frame["volume"])
-    return frame[name]
+        return np.log1p(_column(frame, "volume"))
+    return _column(frame, name)
 
 
-def _log_rsi(frame: pd.DataFrame, window: int) -> pd.Series:
-    log_return = _log_return(frame["close"])
-    gain = log_return.clip(lower=0).rolling(window, min_periods=1).mean()
-    loss = (-log_return.clip(upper=0)).rolling(window, min_periods=1).mean()
-    return (gain - loss) / (gain + loss).replace(0.0, np.nan)
+def _log_rsi(frame: pd.DataFrame, window: int) -> np.ndarray:
+    log_return = _log_return(frame)
+    gain = window_mean(np.maximum(log_return, 0.0), window)
+    loss = window_mean(-np.minimum(log_return, 0.0), window)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (gain - loss) / np.where(gain + loss == 0.0, np.nan, gain + loss)
 
 
-def _zscore(series: pd.Series, window: int) -> pd.Series:
-    mean = series.rolling(window, min_periods=2).mean()
-    std = series.rolling(window, min_periods=2).std().replace(0.0, np.nan)
-    return (series - mean) / std
+def _zscore(values: np.ndarray, window: int) -> np.ndarray:
+    std = window_std(values, window)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (values - window_mean(values, window)) / np.where(std == 0.0, np.nan, std)
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,7 @@ class Transform:
 
     doc: str
     needs: tuple[str, ...]
-    compute: Callable[..., pd.Series]
+    compute: Callable[..., np.ndarray]
     first_valid: Callable[..., int]
     params: tuple[tuple[str, Any], ...] = ()  # (name, default) in the order they name the column
 
@@ -62,26 +69,25 @@ class Transform:
 
 
 TRANSFORMS: dict[str, Transform] = {
-    "log_return": Transform("log(close_t / close_t-1)", ("close",),
-                            lambda f: _log_return(f["close"]), lambda: 1),
+    "log_return": Transform("log(close_t / close_t-1)", ("close",), _log_return, lambda: 1),
     "change": Transform("close_t - close_t-1 (for outside series that may be zero or negative)", ("close",),
-                        lambda f: f["close"].diff().fillna(0.0), lambda: 1),
+                        lambda f: lagged_difference(_column(f, "close")), lambda: 1),
     "value": Transform("the value itself (for outside series already on a stable scale, e.g. a funding rate)",
-                       ("close",), lambda f: f["close"], lambda: 0),
+                       ("close",), lambda f: _column(f, "close"), lambda: 0),
     "range": Transform("(high - low) / close", ("high", "low", "close"),
-                       lambda f: (f["high"] - f["low"]) / f["close"], lambda: 0),
+                       lambda f: (_column(f, "high") - _column(f, "low")) / _column(f, "close"), lambda: 0),
     "body": Transform("(close - open) / open", ("open", "close"),
-                      lambda f: (f["close"] - f["open"]) / f["open"], lambda: 0),
+                      lambda f: (_column(f, "close") - _column(f, "open")) / _column(f, "open"), lambda: 0),
     "volatility": Transform("std of the last `window` log returns", ("close",),
-                            lambda f, window: _log_return(f["close"]).rolling(window, min_periods=2).std(),
+                            lambda f, window: window_std(_log_return(f), window),
                             lambda window: window, (("window", 24),)),
     "trend": Transform("close / SMA(window) - 1", ("close",),
-                       lambda f, window: f["close"] / f["close"].rolling(window, min_periods=1).mean() - 1.0,
+                       lambda f, window: _column(f, "close") / window_mean(_column(f, "close"), window) - 1.0,
                        lambda window: window - 1, (("window", 24),)),
     "log_rsi": Transform("RSI of log returns over `window` bars, rescaled to [-1, 1] (simple means, not Wilder's)",
                          ("close",), _log_rsi, lambda window: window, (("window", 14),)),
     "volume_z": Transform("log volume against its trailing `window`-bar mean and std", ("volume",),
-                          lambda f, window: _zscore(np.log1p(f["volume"]), window),
+                          lambda f, window: _zscore(np.log1p(_column(f, "volume")), window),
                           lambda window: window - 1, (("window", 96),)),
     "zscore": Transform("`input` against its trailing `window`-bar mean and std (input: close, log_close, volume, ...)",
                         ("close",), lambda f, window, input: _zscore(_input(f, input), window),
@@ -99,7 +105,10 @@ SETS: dict[str, list[Any]] = {
 
 
 def compute_transform(name: str, values: dict[str, Any], frame: pd.DataFrame) -> np.ndarray:
-    """The transform's column as float64; an undefined value (a flat window's RSI, a constant volume's z-score)
-    is 0, as it always was."""
-    series = TRANSFORMS[name].compute(frame, **values)
-    return np.nan_to_num(series.to_numpy(dtype=np.float64))
+    """The transform's column as float64: NaN before its first value; an undefined value (a flat window's RSI, a
+    constant volume's z-score) is 0, as it always was."""
+    transform = TRANSFORMS[name]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        column = np.nan_to_num(np.asarray(transform.compute(frame, **values), dtype=np.float64))
+    column[:transform.first_valid(**values)] = np.nan
+    return column

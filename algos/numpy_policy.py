@@ -1,0 +1,366 @@
+"""A numpy forward pass for the platform's trained RLlib policies: serving one needs neither torch nor Ray.
+
+`export_module` turns a default DQN or PPO RLModule (MLP encoder, MLP heads, discrete actions) into a flat
+dict of numpy arrays that `np.savez` stores: the weights, and the structure as JSON in a 0-d string array.
+`NumpyPolicy` runs that dict in float32 and returns the greedy actions, so the platform's scorer and a
+served model compute actions with the very same code.
+
+Bit-reproducibility: a batched matmul may sum a row's products in another order than a one-row matmul
+(BLAS blocks and threads by the batch's shape), so one observation's action could depend on the batch it
+came in. `NumpyPolicy` therefore evaluates each observation on its own, through the same numpy calls on
+64-byte-aligned scratch rows: every row sees identical shapes, strides and alignment, so its result is the
+same bits in a batch of n as alone. (Across machines, numpy's BLAS picks its kernels by CPU, so the last bit
+may differ there, as it does for torch.) Only the export needs torch and Ray; it imports them inside
+`export_module`, never at load.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from algos.spec import GreedyRule
+from envs.errors import InputError
+
+FORMAT = "rlplatform-numpy-policy/1"
+STRUCTURE_KEY = "structure"
+ACTIVATIONS = ("relu", "tanh", "silu", "elu")
+# The greedy rule each supported module class is scored with (SPEC.greedy of algos/dqn.py and algos/ppo.py):
+# DQN's forward_inference returns argmax Q as "actions", PPO the categorical's logits to take the argmax of.
+GREEDY_RULES = {"dqn": GreedyRule(output="actions"),
+                "ppo": GreedyRule(output="action_dist_inputs", argmax=True)}
+ALIGNMENT = 64  # bytes: a cache line, and the widest SIMD register numpy's loops use (AVX-512)
+
+
+def _refuse(what: str) -> InputError:
+    """The one-line refusal of a module the numpy forward pass does not cover."""
+    return InputError(f"{what} is not supported by the numpy policy (algos/numpy_policy.py); "
+                      "the policy can still be scored with torch (experiments.policy.load_module_policy)")
+
+
+def export_module(module: Any, greedy: GreedyRule) -> dict[str, np.ndarray]:
+    """The weights and structure of a default DQN (dueling or not, num_atoms 1) or PPO (discrete actions)
+    torch RLModule as a flat dict of numpy arrays for `np.savez`; `greedy` is its algorithm's rule
+    (AlgorithmSpec.greedy), checked against the module so the numpy policy picks the actions
+    `experiments.policy` picks. InputError (one line) for anything else: distributional DQN, LSTM/attention
+    or CNN encoders, continuous actions, a customised module class or an unknown layer."""
+    import gymnasium as gym
+    from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
+    from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+    from ray.rllib.core.models.torch.encoder import TorchActorCriticEncoder
+
+    # Exact classes: a subclass may override the forward pass this module re-implements.
+    algorithm = {DefaultDQNTorchRLModule: "dqn", DefaultPPOTorchRLModule: "ppo"}.get(type(module))
+    if algorithm is None:
+        raise _refuse(f"RLModule class {type(module).__name__}")
+    if greedy != GREEDY_RULES[algorithm]:
+        raise _refuse(f"greedy rule {greedy} for a {algorithm.upper()} module (it is scored with "
+                      f"{GREEDY_RULES[algorithm]})")
+    if not isinstance(module.action_space, gym.spaces.Discrete):
+        raise _refuse(f"action space {module.action_space} (only discrete actions have an argmax here)")
+    arrays: dict[str, np.ndarray] = {}
+    if algorithm == "dqn":
+        if module.num_atoms != 1:
+            raise _refuse(f"distributional DQN (num_atoms={module.num_atoms})")
+        encoder = module.encoder
+        heads = {"af": module.af, "vf": module.vf} if module.uses_dueling else {"q": module.af}
+    else:
+        if type(module.encoder) is not TorchActorCriticEncoder:  # the stateful one wraps LSTM/GRU encoders
+            raise _refuse(f"PPO encoder {type(module.encoder).__name__}")
+        # forward_inference uses only the actor's encoder: a separate critic's never reaches the logits.
+        shared = module.encoder.config.shared
+        encoder = module.encoder.encoder if shared else module.encoder.actor_encoder
+        heads = {"pi": module.pi}
+    nets = {"encoder": _export_encoder(encoder, arrays)}
+    nets.update({name: _export_head(name, head, arrays) for name, head in heads.items()})
+    structure = {"format": FORMAT, "algorithm": algorithm,
+                 "observation_size": _first_linear_in(nets["encoder"], arrays),
+                 "num_actions": int(module.action_space.n), "nets": nets}
+    arrays[STRUCTURE_KEY] = np.array(json.dumps(structure))
+    # Checked here as the loader does, so an export that cannot be served fails now, not at serving time.
+    NumpyPolicy.from_arrays(arrays)
+    return arrays
+
+
+def _export_encoder(encoder: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """The layers of an MLP encoder; any other encoder (CNN, LSTM, GRU, multi-stream) is refused by name."""
+    from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
+
+    if type(encoder) is not TorchMLPEncoder:
+        raise _refuse(f"encoder {type(encoder).__name__}")
+    return _export_layers("encoder", encoder.net.mlp, arrays)
+
+
+def _export_head(name: str, head: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """The layers of an MLP head; a free-log-std or log-std-clipping head (continuous actions) is refused."""
+    from ray.rllib.core.models.torch.heads import TorchMLPHead
+
+    if type(head) is not TorchMLPHead:
+        raise _refuse(f"{name} head {type(head).__name__}")
+    if head.clip_log_std:
+        raise _refuse(f"{name} head with clip_log_std (a continuous action distribution's)")
+    return _export_layers(name, head.net.mlp, arrays)
+
+
+def _export_layers(net: str, layers: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """A TorchMLP's Sequential as ops, its parameters added to `arrays` under "<net>.<index>.<param>"."""
+    import torch
+
+    def store(index: int, param: str, tensor: Any) -> str | None:
+        if tensor is None:
+            return None
+        if tensor.dtype != torch.float32:
+            raise _refuse(f"{net} layer {index} {param} of dtype {tensor.dtype} (float32 only)")
+        key = f"{net}.{index}.{param}"
+        arrays[key] = tensor.detach().cpu().numpy().copy()
+        return key
+
+    activations = {torch.nn.ReLU: "relu", torch.nn.Tanh: "tanh", torch.nn.SiLU: "silu"}
+    ops: list[dict[str, Any]] = []
+    for index, layer in enumerate(layers):
+        kind = type(layer)
+        if kind is torch.nn.Linear:
+            ops.append({"op": "linear", "weight": store(index, "weight", layer.weight),
+                        "bias": store(index, "bias", layer.bias)})
+        elif kind is torch.nn.LayerNorm and len(layer.normalized_shape) == 1:
+            weight, bias = store(index, "weight", layer.weight), store(index, "bias", layer.bias)
+            ops.append({"op": "layernorm", "eps": float(layer.eps), "weight": weight, "bias": bias})
+        elif kind in activations:
+            ops.append({"op": activations[kind]})
+        elif kind is torch.nn.ELU:
+            ops.append({"op": "elu", "alpha": float(layer.alpha)})
+        else:
+            raise _refuse(f"{net} layer {index} ({kind.__name__})")
+    return ops
+
+
+def _first_linear_in(ops: list[dict[str, Any]], arrays: Mapping[str, np.ndarray]) -> int:
+    """The observation size: the input width of the encoder's first Linear."""
+    for op in ops:
+        if op["op"] == "linear":
+            return int(arrays[op["weight"]].shape[1])
+    raise _refuse("an encoder without a Linear layer")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One op of a net, ready to run on a (1, width) row: `weight` is the Linear's transpose (in, out)."""
+
+    op: str
+    width: int                    # the row's width after this op
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    eps: float = 0.0              # layernorm
+    alpha: float = 1.0            # elu
+
+
+class NumpyPolicy:
+    """A greedy policy computed with numpy in float32: observations (n, observation_size) -> actions (n,).
+
+    Built from `export_module`'s dict (`from_arrays`) or a file of it (`load`). Each observation is evaluated
+    on its own (module docstring), so the result for one observation does not depend on its batch."""
+
+    def __init__(self, structure: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Use `from_arrays` or `load`: they check the dict this trusts."""
+        self.structure = structure
+        self.algorithm: str = structure["algorithm"]  # what `outputs` are: "dqn" Q-values, "ppo" logits
+        self._arrays = dict(arrays)
+        self.observation_size: int = structure["observation_size"]
+        self.num_actions: int = structure["num_actions"]
+        self._encoder = self._compile("encoder", self.observation_size)
+        latent = self._encoder[-1].width if self._encoder else self.observation_size
+        self._heads = {name: self._compile(name, latent) for name in structure["nets"] if name != "encoder"}
+        self._dueling = "vf" in self._heads
+        self._single_head = next(iter(self._heads))  # the one head when not dueling: q or pi
+        # The scratch rows of one call, in one allocation: the observation, then each Linear's output
+        # (encoder, then heads), each starting on an ALIGNMENT boundary.
+        nets = {"encoder": self._encoder, **self._heads}
+        self._row_widths = [self.observation_size]
+        self._net_rows: dict[str, slice] = {}
+        for name, steps in nets.items():
+            first = len(self._row_widths)
+            self._row_widths += [step.width for step in steps if step.op == "linear"]
+            self._net_rows[name] = slice(first, len(self._row_widths))
+        floats = ALIGNMENT // 4
+        padded = [-(-width // floats) * floats for width in self._row_widths]
+        self._row_offsets = np.concatenate([[0], np.cumsum(padded)]).tolist()  # each row's, then the total
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> NumpyPolicy:
+        """The policy of an exported dict; InputError in one line if it is not one this version can run."""
+        if STRUCTURE_KEY not in arrays:
+            raise InputError(f"not a numpy policy: no '{STRUCTURE_KEY}' entry (export it with "
+                             "algos.numpy_policy.export_module)")
+        try:
+            structure = json.loads(str(arrays[STRUCTURE_KEY][()]))
+        except (ValueError, IndexError) as exc:
+            raise InputError(f"not a numpy policy: its '{STRUCTURE_KEY}' entry is not JSON ({exc})") from None
+        if not isinstance(structure, dict) or structure.get("format") != FORMAT:
+            found = structure.get("format") if isinstance(structure, dict) else None
+            raise InputError(f"numpy policy format {found!r} is not {FORMAT!r}: export the module again with "
+                             "this version of algos.numpy_policy")
+        nets = structure.get("nets")
+        heads = sorted(nets) if isinstance(nets, dict) else None
+        if heads not in (["af", "encoder", "vf"], ["encoder", "q"], ["encoder", "pi"]) or not all(
+                isinstance(ops, list) for ops in nets.values()):
+            raise InputError(f"numpy policy nets {heads} are not a DQN's (encoder, af, vf or encoder, q) "
+                             "or a PPO's (encoder, pi), each a list of ops")
+        if structure.get("algorithm") not in GREEDY_RULES:
+            raise InputError(f"numpy policy algorithm {structure.get('algorithm')!r} is not one of "
+                             f"{sorted(GREEDY_RULES)}")
+        for key in ("observation_size", "num_actions"):
+            if not isinstance(structure.get(key), int) or structure[key] < 1:
+                raise InputError(f"numpy policy {key} {structure.get(key)!r} is not a positive integer")
+        try:
+            policy = cls(structure, {key: np.asarray(value) for key, value in arrays.items()})
+        except InputError:
+            raise
+        except (TypeError, ValueError) as exc:  # an op's number that is not one
+            raise InputError(f"numpy policy structure is malformed ({exc})") from None
+        for name, steps in policy._heads.items():
+            expected = 1 if name == "vf" else policy.num_actions
+            if not steps or steps[-1].width != expected:
+                found = steps[-1].width if steps else "no"
+                raise InputError(f"numpy policy {name} head has {found} outputs, not {expected}")
+        return policy
+
+    def _compile(self, net: str, width: int) -> list[_Step]:
+        """The steps of one net, each array checked (present, float32, the width the step before gives)."""
+        steps: list[_Step] = []
+        for index, op in enumerate(self.structure["nets"][net]):
+            kind = op.get("op") if isinstance(op, dict) else None
+            where = f"numpy policy {net} op {index} ({kind})"
+            if kind == "linear":
+                weight = self._array(op.get("weight"), 2, where)
+                if weight.shape[1] != width:
+                    raise InputError(f"{where}: weight {weight.shape} takes {weight.shape[1]} inputs, "
+                                     f"not {width}")
+                width = weight.shape[0]
+                steps.append(_Step("linear", width, np.ascontiguousarray(weight.T),
+                                   self._optional(op.get("bias"), width, where)))
+            elif kind == "layernorm":
+                steps.append(_Step("layernorm", width, self._optional(op.get("weight"), width, where),
+                                   self._optional(op.get("bias"), width, where),
+                                   eps=float(op.get("eps", 0.0))))
+            elif kind in ACTIVATIONS:
+                steps.append(_Step(kind, width, alpha=float(op.get("alpha", 1.0))))
+            else:
+                raise InputError(f"{where}: unknown op; this version runs linear, layernorm and "
+                                 f"{', '.join(ACTIVATIONS)}")
+        return steps
+
+    def _array(self, key: Any, ndim: int, where: str) -> np.ndarray:
+        """A float32 array of the dict by key, or InputError naming the op it was for."""
+        if not isinstance(key, str) or key not in self._arrays:
+            raise InputError(f"{where}: array {key!r} is missing")
+        value = self._arrays[key]
+        if value.dtype != np.float32 or value.ndim != ndim:
+            raise InputError(f"{where}: array {key!r} is {value.dtype} {value.shape}, "
+                             f"not {ndim}-d float32")
+        return value
+
+    def _optional(self, key: Any, width: int, where: str) -> np.ndarray | None:
+        """An op's optional 1-d parameter (a bias, a LayerNorm scale) as a (1, width) row."""
+        if key is None:
+            return None
+        value = self._array(key, 1, where)
+        if value.shape != (width,):
+            raise InputError(f"{where}: array {key!r} has shape {value.shape}, not ({width},)")
+        return value.reshape(1, width)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The dict this policy was built from (what `save` stores)."""
+        return dict(self._arrays)
+
+    def save(self, path: str | Path) -> None:
+        """Store the policy at `path` exactly (np.savez would add '.npz' to a name without it)."""
+        with open(path, "wb") as file:
+            np.savez(file, **self._arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> NumpyPolicy:
+        """The policy `save` stored; InputError (one line) for a missing or foreign file. Reads no pickles."""
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                arrays = {key: stored[key] for key in stored.files}
+        except FileNotFoundError:
+            raise InputError(f"{path}: numpy policy file not found") from None
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            reason = " ".join(str(exc).split())
+            raise InputError(f"{path}: not a numpy policy file ({reason})") from None
+        return cls.from_arrays(arrays)
+
+    def outputs(self, observations: np.ndarray) -> np.ndarray:
+        """The raw head output per observation, float32 (n, num_actions): Q-values (DQN), logits (PPO)."""
+        batch = np.asarray(observations, dtype=np.float32)
+        if batch.ndim != 2 or batch.shape[1] != self.observation_size:
+            raise ValueError(f"observations must have shape (n, {self.observation_size}); "
+                             f"got {batch.shape}")
+        # Scratch rows for this call (a policy may be called from several threads at once): every
+        # observation goes through the same buffers, so through the same alignment.
+        rows = self._scratch_rows()
+        row = rows[0]
+        scratch = {name: rows[where] for name, where in self._net_rows.items()}
+        result = np.empty((len(batch), self.num_actions), dtype=np.float32)
+        with np.errstate(over="ignore"):  # silu's exp(-x) of a large negative x: inf, then the exact limit
+            for i in range(len(batch)):
+                np.copyto(row, batch[i:i + 1])
+                latent = _run(self._encoder, scratch["encoder"], row)
+                if self._dueling:  # RLlib: advantages centred on their mean, plus the state value
+                    advantages = _run(self._heads["af"], scratch["af"], latent)
+                    value = _run(self._heads["vf"], scratch["vf"], latent)
+                    np.subtract(advantages, _mean(advantages), out=advantages)
+                    np.add(advantages, value, out=result[i:i + 1])
+                else:
+                    head = self._single_head
+                    np.copyto(result[i:i + 1], _run(self._heads[head], scratch[head], latent))
+        return result
+
+    def _scratch_rows(self) -> list[np.ndarray]:
+        """Fresh (1, width) float32 rows for one call, each starting on an ALIGNMENT-byte boundary."""
+        raw = np.empty(self._row_offsets[-1] + ALIGNMENT // 4, dtype=np.float32)
+        base = (-raw.__array_interface__["data"][0] % ALIGNMENT) // 4
+        return [raw[base + offset:base + offset + width].reshape(1, width)
+                for offset, width in zip(self._row_offsets, self._row_widths, strict=False)]
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        """The greedy actions (n,) int64: the argmax of `outputs` (the first on a tie, as torch.argmax)."""
+        return self.outputs(observations).argmax(axis=1).astype(np.int64)
+
+
+def _mean(row: np.ndarray) -> np.ndarray:
+    """A (1, width) row's mean as (1, 1), in float32: the sum divided by the count, as torch's mean."""
+    return np.add.reduce(row, axis=1, keepdims=True) / np.float32(row.shape[1])
+
+
+def _run(steps: list[_Step], scratch: list[np.ndarray], row: np.ndarray) -> np.ndarray:
+    """One row through a net, in place in its scratch rows, as torch's TorchMLP computes it."""
+    buffers = iter(scratch)
+    for step in steps:
+        if step.op == "linear":
+            out = next(buffers)
+            np.matmul(row, step.weight, out=out)
+            if step.bias is not None:
+                np.add(out, step.bias, out=out)
+            row = out
+        elif step.op == "layernorm":  # torch: (x - mean) / sqrt(biased var + eps) * weight + bias
+            np.subtract(row, _mean(row), out=row)
+            np.divide(row, np.sqrt(_mean(np.square(row)) + np.float32(step.eps)), out=row)
+            if step.weight is not None:
+                np.multiply(row, step.weight, out=row)
+            if step.bias is not None:
+                np.add(row, step.bias, out=row)
+        elif step.op == "relu":
+            np.maximum(row, np.float32(0), out=row)
+        elif step.op == "tanh":
+            np.tanh(row, out=row)
+        elif step.op == "silu":  # torch: x * sigmoid(x)
+            np.divide(row, np.float32(1) + np.exp(-row), out=row)
+        else:  # elu, torch: x if x > 0 else alpha * (exp(x) - 1)
+            np.copyto(row, np.float32(step.alpha) * np.expm1(row), where=row <= 0)
+    return row

@@ -1,0 +1,175 @@
+"""What a served trading policy reads: the last OHLCV bars, turned into the env's observation bit for bit.
+
+A registered model carries one `BarReader`: the feature list it was trained on, the timeframe, the observation
+window, the positions, and the normalization statistics of the train rows of its fold. `read` computes the
+features over the last `bars_needed` bars with the env's own code (`envs.trading.features.matrix.build_raw`),
+normalizes them with the carried statistics (`apply_normalization`) and appends the held position's one-hot,
+as `SpotTradingEnv._observation` does. Every feature's value at a bar comes from a fixed look-back ending there
+(`envs.trading.features.rolling`), and the env's first decision comes after `bars_needed` bars, so the observation
+is the env's on every bar (tests/integration/test_retrain_serving.py checks every bar of a test window).
+
+Features that read another series than the bars (`asset:` and `series:` blocks) cannot come from bars alone:
+such a reader keeps only the reason, and `read` refuses in one line.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from envs.errors import InputError
+from envs.trading.data import timeframe_delta
+from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
+from envs.trading.features.spec import parse_features_json
+
+BAR_COLUMNS = ("open", "high", "low", "close", "volume")
+FORMAT = "rlplatform-bar-reader/1"
+
+
+@dataclass(frozen=True)
+class BarReader:
+    """The last bars -> one observation of the env a policy was trained in (see the module docstring)."""
+
+    features: list[Any]
+    timeframe: str
+    window: int
+    positions: tuple[float, ...]
+    symbol: str
+    feature_bars: int = 0                # bars the features' look-back needs at the last bar
+    # How the env traded, so paper trading (envs.trading.paper) fills as the backtest did
+    decision_interval: int = 1
+    fee_bps: float = 0.0
+    slippage_bps: float = 0.0
+    maintenance_margin: float = 0.1
+    # What the policy was trained and scored on (ISO bar times): where a forward test may start, the backtest's window
+    data_start: str = ""
+    data_end: str = ""
+    test_start: str = ""
+    test_end: str = ""
+    mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    std: np.ndarray = field(default_factory=lambda: np.ones(0))
+    refusal: str = ""                    # why bars alone cannot give this policy's observation ("" when they can)
+
+    @classmethod
+    def for_env_config(cls, env_config: dict[str, Any]) -> "BarReader":
+        """The reader of the env a policy was trained in: its fold's train-row normalization included."""
+        from envs.trading.env import POSITION_SETS, TradingConfig, load_market
+
+        cfg = TradingConfig.from_dict(env_config)
+        market = load_market(cfg)
+        needed, other = bars_needed(cfg.feature_items(), market.timeframe)
+        stamps, (test_lo, test_hi) = market.timestamps, market.bounds["test"]
+        common = {"features": list(cfg.features), "timeframe": market.timeframe, "window": cfg.window,
+                  "positions": POSITION_SETS[cfg.positions], "symbol": market.symbol,
+                  "decision_interval": cfg.decision_interval, "fee_bps": cfg.fee_bps, "slippage_bps": cfg.slippage_bps,
+                  "maintenance_margin": cfg.maintenance_margin, "data_start": _iso(stamps[0]),
+                  "data_end": _iso(stamps[-1]), "test_start": _iso(stamps[test_lo]), "test_end": _iso(stamps[test_hi - 1])}
+        if needed is None:
+            return cls(**common, refusal=f"its features read another series than the bars ({other}): predict "
+                                         "takes this model's observations, not bars")
+        return cls(**common, feature_bars=needed, mean=market.feature_mean, std=market.feature_std)
+
+    @property
+    def bars_needed(self) -> int:
+        """The last bars `read` needs: every feature's look-back behind each row of the window."""
+        return self.feature_bars + self.window - 1
+
+    def describe(self) -> str:
+        """One line for the model's description and the serving command's output."""
+        if self.refusal:
+            return f"observations only: {self.refusal}"
+        return (f"reads the last {self.bars_needed} {self.timeframe} bars of {self.symbol} (features' look-back "
+                f"{self.feature_bars} + window {self.window} - 1)")
+
+    def tags(self) -> dict[str, str]:
+        """Model version tags: what it reads, and the data it was trained and scored on."""
+        return {"inputs": self.describe(), "data_start": self.data_start, "data_end": self.data_end,
+                "test_start": self.test_start, "test_end": self.test_end, "symbol": self.symbol,
+                "timeframe": self.timeframe}
+
+    def save(self, path: str | Path) -> None:
+        config = {key: value for key, value in vars(self).items() if key not in ("mean", "std")}
+        config.update(format=FORMAT, positions=list(self.positions))
+        with open(path, "wb") as handle:
+            np.savez(handle, config=np.array(json.dumps(config)), mean=self.mean, std=self.std)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BarReader":
+        with np.load(path, allow_pickle=False) as stored:
+            config = json.loads(str(stored["config"]))
+            mean, std = stored["mean"], stored["std"]
+        if config.pop("format", None) != FORMAT:
+            raise InputError(f"{path}: not a bar reader of this platform ({FORMAT})")
+        return cls(**{**config, "positions": tuple(config["positions"])}, mean=mean, std=std)
+
+    def read(self, bars: pd.DataFrame, position: float = 0.0) -> tuple[np.ndarray, pd.Timestamp]:
+        """The observation (1, d) after the last bar's close, holding `position`; and the last bar's open time.
+        InputError in one line for what does not fit the model (columns, spacing, too few bars, symbol)."""
+        if self.refusal:
+            raise InputError(f"this model cannot read bars: {self.refusal}")
+        if position not in self.positions:
+            raise InputError(f"position {position:g} is not one of this model's positions "
+                             f"({', '.join(f'{p:g}' for p in self.positions)})")
+        frame = self._checked(bars)
+        items = parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
+        raw = build_raw(items, frame, self.timeframe, "model features")
+        rows = apply_normalization(raw.values[-self.window:], self.mean, self.std)
+        one_hot = np.zeros(len(self.positions), dtype=np.float32)
+        one_hot[self.positions.index(position)] = 1.0
+        return np.concatenate([rows.reshape(-1), one_hot])[None, :], frame.index[-1]
+
+    @staticmethod
+    def accepts(model_input: Any) -> bool:
+        """Whether a model's input is bars (a frame with a close column), not observations."""
+        return isinstance(model_input, pd.DataFrame) and "close" in model_input.columns
+
+    def decide(self, bars: pd.DataFrame, policy: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
+        """The policy's decision after the last bar's close: the action, the target position, the bar it was
+        decided on and the open it fills at (the next bar's). A `position` column's last value is the held position
+        (flat when there is none)."""
+        held = float(bars["position"].iloc[-1]) if "position" in bars.columns else 0.0
+        observation, bar_time = self.read(bars, held)
+        action = int(policy(observation)[0])
+        return pd.DataFrame({"action": [action], "target_position": [self.positions[action]],
+                             "bar_time": [bar_time.isoformat()],
+                             "applies_from": [(bar_time + timeframe_delta(self.timeframe)).isoformat()]})
+
+    def _checked(self, bars: pd.DataFrame) -> pd.DataFrame:
+        missing = [column for column in BAR_COLUMNS if column not in bars.columns]
+        if missing:
+            raise InputError(f"bars need the columns {', '.join(BAR_COLUMNS)} and a timestamp; missing: "
+                             f"{', '.join(missing)}")
+        if "symbol" in bars.columns and set(bars["symbol"].astype(str)) != {self.symbol}:
+            other = sorted(set(bars["symbol"].astype(str)) - {self.symbol})[0]
+            raise InputError(f"bars of {other}: this model trades {self.symbol}")
+        frame = bars.set_index("timestamp") if "timestamp" in bars.columns else bars
+        try:
+            index = pd.DatetimeIndex(pd.to_datetime(frame.index, utc=True))
+        except (ValueError, TypeError):
+            raise InputError("bars need a timestamp column (or index) of bar open times") from None
+        frame = pd.DataFrame({c: pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=np.float64)
+                              for c in BAR_COLUMNS}, index=index.rename("timestamp"))
+        if len(frame) < self.bars_needed:
+            raise InputError(f"the model needs the last {self.bars_needed} {self.timeframe} bars (features' look-back "
+                             f"{self.feature_bars} + window {self.window} - 1); got {len(frame)}")
+        frame = frame.iloc[-self.bars_needed:]
+        apart = np.asarray(frame.index[1:] - frame.index[:-1]) != np.timedelta64(timeframe_delta(self.timeframe))
+        if apart.any():
+            at = int(np.flatnonzero(apart)[0]) + 1
+            raise InputError(f"bars must be consecutive {self.timeframe} bars, oldest first: {frame.index[at]} follows "
+                             f"{frame.index[at - 1]}")
+        values = frame.to_numpy()
+        bad = (~np.isfinite(values)).any(axis=1) | (values[:, :4] <= 0).any(axis=1)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise InputError(f"bars must hold finite positive prices and a finite volume: the bar at "
+                             f"{frame.index[row]} does not")
+        return frame
+
+
+def _iso(stamp: Any) -> str:
+    return pd.Timestamp(stamp).isoformat()

@@ -1,0 +1,54 @@
+"""A forward test: policies that read bars, replayed over bars none of them trained or was selected on, next to the
+baselines, with the backtest's ledger and costs.
+
+Each policy is replayed as paper trading replays it (`envs.trading.paper.replay`: decisions from the last bars
+its reader needs, filled at the next open), so the forward numbers are what paper trading would have shown; the
+baselines are the backtest's (`envs.trading.backtest.baseline_targets`) on the same rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from envs.trading.backtest import baseline_targets, strategy_row
+from envs.trading.bar_reader import BarReader
+from envs.trading.data import bars_per_year
+from envs.trading.ledger import simulate_positions
+from envs.trading.paper import Decide, new_book, replay
+
+
+@dataclass(frozen=True)
+class ForwardReport:
+    """Per strategy (the policies first, then the baselines): a table row and per-bar log returns."""
+
+    table: pd.DataFrame
+    returns: pd.DataFrame   # log returns from each bar's close to the next: the first bar has none
+    periods_per_year: float
+    start: pd.Timestamp
+
+    @property
+    def window(self) -> str:
+        return f"{self.start:%Y-%m-%d %H:%M} .. {self.returns.index[-1]:%Y-%m-%d %H:%M} ({len(self.returns) + 1} bars)"
+
+
+def forward_test(policies: dict[str, tuple[BarReader, Decide]], bars: pd.DataFrame, rows: range) -> ForwardReport:
+    """Replay every policy and score the baselines on `rows` of `bars`; the baselines trade at the costs of the
+    first policy's env."""
+    first = next(iter(policies.values()))[0]
+    ppy = bars_per_year(first.timeframe)
+    curves, table = {}, {}
+    for name, (reader, decide) in policies.items():
+        book, held = new_book(reader), []
+        equity = replay(book, bars, rows, reader.bars_needed, decide, lambda _stamp, _outcome: held.append(book.pending))
+        curves[name], table[name] = equity, strategy_row(equity, np.asarray(held), book.ledger, ppy)
+    lo, hi = rows.start, rows.stop
+    opens, closes = bars["open"].to_numpy()[lo:hi], bars["close"].to_numpy()[lo:hi]
+    for name, targets in baseline_targets(bars["close"].to_numpy(), lo, hi).items():
+        equity, ledger = simulate_positions(targets, opens, closes, first.fee_bps / 1e4, first.slippage_bps / 1e4,
+                                            first.maintenance_margin)
+        curves[name], table[name] = equity, strategy_row(equity, targets, ledger, ppy)
+    equity_frame = pd.DataFrame(curves, index=bars.index[lo:hi])
+    return ForwardReport(pd.DataFrame.from_dict(table, orient="index"), np.log(equity_frame).diff().iloc[1:], ppy,
+                         bars.index[lo])

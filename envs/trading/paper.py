@@ -1,0 +1,98 @@
+"""A paper account stepped bar by bar with the backtest's ledger, so a replay of a test window is its equity curve.
+
+The first bar of a session only decides (it is the backtest's row `lo`: equity 1, no fill). Each later bar fills
+the target decided at the previous close at its open and marks equity at its close (`ledger.trade_bar`, what
+`simulate_positions` steps through), then decides again if it is a decision bar (every `decision_interval` bars
+from the first, as the env decides). After a margin call the account is flat and decides no more. The whole state
+is a small JSON-able dict, so a paper-trading run resumes from its last logged state and replays the bars after
+it: the same bars give the same fills, none twice and none missed.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from envs.trading.ledger import Ledger, trade_bar
+
+# (the bars up to a decision bar, the held position) -> the target position decided at its close
+Decide = Callable[[pd.DataFrame, float], float]
+
+
+@dataclass
+class BarOutcome:
+    """What one bar did to the account."""
+
+    equity: float
+    position: float          # held after the bar's open fill
+    drawdown: float
+    decided: float | None    # the target decided at this bar's close (None: not a decision bar)
+    fill: dict[str, float] | None  # the open's fill, if one happened
+
+
+@dataclass
+class PaperBook:
+    """The account: the ledger, the target waiting for the next open, and where in the bars it is."""
+
+    ledger: Ledger
+    decision_interval: int = 1
+    pending: float = 0.0
+    bars_seen: int = 0
+    last_bar: str = ""       # ISO time of the last bar stepped
+    equity: float = 1.0
+    peak: float = 1.0
+
+    def step(self, bar_time: str, open_price: float, close: float,
+             decide: Callable[[float], float]) -> BarOutcome:
+        """Step one bar; `decide(held position) -> target` is asked at decision bars only."""
+        fill = None
+        if self.bars_seen > 0:
+            before = (self.ledger.trades, self.ledger.units, self.ledger.fees_paid)
+            self.equity = trade_bar(self.ledger, self.pending, open_price, close)
+            if self.ledger.trades != before[0]:
+                fill = {"units": self.ledger.units - before[1], "fee": self.ledger.fees_paid - before[2],
+                        "open": open_price, "margin_call": float(self.ledger.margin_called)}
+        decided = None
+        if self.ledger.margin_called:
+            self.pending = 0.0
+        elif self.bars_seen % self.decision_interval == 0:
+            decided = float(decide(self.ledger.position))
+            self.pending = decided
+        self.bars_seen += 1
+        self.last_bar = bar_time
+        self.peak = max(self.peak, self.equity)
+        return BarOutcome(self.equity, self.ledger.position, 1.0 - self.equity / self.peak, decided, fill)
+
+    def to_state(self) -> dict[str, Any]:
+        return {**asdict(self), "ledger": asdict(self.ledger)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "PaperBook":
+        return cls(**{**state, "ledger": Ledger(**state["ledger"])})
+
+
+def new_book(reader: Any) -> PaperBook:
+    """A flat account trading as the model's env did (`reader`: its envs.trading.bar_reader.BarReader)."""
+    return PaperBook(Ledger(fee_rate=reader.fee_bps / 1e4, slippage_rate=reader.slippage_bps / 1e4,
+                            maintenance_margin=reader.maintenance_margin), decision_interval=reader.decision_interval)
+
+
+def replay(book: PaperBook, bars: pd.DataFrame, rows: range, bars_needed: int, decide: Decide,
+           on_bar: Callable[[pd.Timestamp, BarOutcome], None] | None = None) -> np.ndarray:
+    """Step `book` through `rows` of `bars` (oldest first), giving `decide` the last `bars_needed` bars at each
+    decision; returns equity at each row's close."""
+    opens, closes = bars["open"].to_numpy(), bars["close"].to_numpy()
+    equity = np.empty(len(rows))
+    for i, row in enumerate(rows):
+        stamp = bars.index[row]
+
+        def at_close(held: float, row: int = row) -> float:
+            return decide(bars.iloc[max(row + 1 - bars_needed, 0):row + 1], held)
+
+        outcome = book.step(stamp.isoformat(), float(opens[row]), float(closes[row]), at_close)
+        equity[i] = outcome.equity
+        if on_bar is not None:
+            on_bar(stamp, outcome)
+    return equity

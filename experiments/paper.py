@@ -1,0 +1,259 @@
+"""`python -m experiments.paper "models:/NAME@champion" --bars PATH [--follow] [--serve-url URL]`: paper trading.
+
+Steps the model through bars as they arrive, with the backtest's ledger, fees and slippage
+(`envs.trading.paper`): at each decision bar the policy is asked (in process, or the served model at --serve-url)
+for a target, filled at the next bar's open. Bars come from PATH (a bars parquet or CSV, polled for appended bars
+with --follow, e.g. as `python -m experiments.data update` appends them) or, with --exchange, from an exchange
+through ccxt when there is a network. Every bar's equity, position, drawdown and fills are logged to an MLflow run
+(experiment `<model name>-paper`) with the bar's time (epoch seconds) as the step, and the account's whole state
+goes into the same write as a tag, so after a crash or Ctrl-C the next start resumes from the last logged state and
+replays the bars after it: no fill twice, none missed.
+
+Drift: the band is the model's own backtest, replayed on its test window (`test_start`..`test_end` on the version):
+the 5th..95th percentiles of its rolling `--drift-bars` Sharpe and turnover. When paper trading's rolling Sharpe or
+turnover leaves that band, an alarm is printed and logged (metric drift_alarm, tag drift).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from envs.errors import InputError
+from experiments.shell import runnable
+from experiments.tracking_store import default_tracking_uri
+
+STATE_TAG, KEY_TAG, DRIFT_TAG = "paper.state", "paper.key", "drift"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.paper", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help='a registered model, e.g. "models:/dqn_btc@champion"')
+    parser.add_argument("--bars", required=True, help="bars parquet or CSV (the one `experiments.data update` appends to)")
+    parser.add_argument("--start", help="first bar to trade (default: the first bar after the model's data ended)")
+    parser.add_argument("--follow", action="store_true", help="keep polling --bars (or --exchange) for new bars")
+    parser.add_argument("--exchange", help="with --follow: fetch new bars from this ccxt exchange into --bars")
+    parser.add_argument("--serve-url", help="ask a served model (mlflow models serve) instead of loading it here")
+    parser.add_argument("--poll-seconds", type=float, default=30.0)
+    parser.add_argument("--drift-bars", type=int, default=720, help="rolling window of the drift alarm (bars)")
+    parser.add_argument("--tracking-uri", help="default MLFLOW_TRACKING_URI, else ./mlruns")
+    return parser.parse_args(argv)
+
+
+@dataclass
+class DriftBand:
+    """The 5th..95th percentiles of the backtest's rolling Sharpe and turnover over `bars` bars."""
+
+    bars: int
+    sharpe: tuple[float, float]
+    turnover: tuple[float, float]
+    seen: list[tuple[float, float]] = field(default_factory=list)  # (log return, traded notional) per paper bar
+    drifting: bool = False  # the alarm is printed when the rolling values leave the band, not at every bar outside
+
+    def check(self, log_return: float, traded: float) -> tuple[float, float, str]:
+        """The rolling Sharpe and turnover after this bar, and why they drifted ("" while inside the band)."""
+        self.seen.append((log_return, traded))
+        del self.seen[:-self.bars]
+        if len(self.seen) < self.bars:
+            return float("nan"), float("nan"), ""
+        sharpe, turnover = rolling_stats(np.asarray(self.seen), self.bars)
+        out = [f"{what} {value:.2f} outside {low:.2f}..{high:.2f}" for what, value, (low, high) in
+               (("Sharpe", sharpe[-1], self.sharpe), ("turnover", turnover[-1], self.turnover))
+               if not low <= value <= high]
+        return float(sharpe[-1]), float(turnover[-1]), "; ".join(out)
+
+
+def rolling_stats(rows: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per `window` bars: the per-bar Sharpe (mean over std of log returns) and the traded notional."""
+    frame = pd.DataFrame(rows, columns=["r", "traded"])
+    rolling = frame["r"].rolling(window)
+    std = rolling.std(ddof=0).replace(0.0, np.nan)
+    return (rolling.mean() / std).fillna(0.0).to_numpy()[window - 1:], \
+        frame["traded"].rolling(window).sum().to_numpy()[window - 1:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return PaperTrader(args).run()
+    except InputError as error:
+        print(f"error: {runnable(str(error))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the last logged state is where the next start resumes", file=sys.stderr)
+        return 130
+
+
+class PaperTrader:
+    """One paper-trading session of one model on one bars source (see the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import mlflow
+
+        from experiments.promotion import resolve_version
+        from experiments.tracking import make_client
+
+        self.args = args
+        self.tracking_uri = args.tracking_uri or default_tracking_uri()
+        self.client = make_client(self.tracking_uri)
+        mlflow.set_tracking_uri(self.tracking_uri)
+        self.version = resolve_version(self.client, args.model)
+        self.model = mlflow.pyfunc.load_model(f"models:/{self.version.name}/{self.version.version}")
+        self.reader = self.model.unwrap_python_model().inputs
+        if self.reader is None or self.reader.refusal:
+            raise InputError(f"{args.model}: {self.reader.refusal if self.reader else 'its env has no bars'}: paper "
+                             "trading needs a model that reads bars")
+        self.decide = self._http_decider(args.serve_url) if args.serve_url else self._local_decider()
+
+    def _local_decider(self) -> Callable[[pd.DataFrame, float], float]:
+        def decide(bars: pd.DataFrame, held: float) -> float:
+            return float(self.model.predict(bars.assign(position=held))["target_position"].iloc[0])
+        return decide
+
+    def _http_decider(self, url: str) -> Callable[[pd.DataFrame, float], float]:
+        import requests
+
+        endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/invocations") else "/invocations")
+
+        def decide(bars: pd.DataFrame, held: float) -> float:
+            frame = bars.assign(position=held).reset_index()
+            frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
+            body = {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
+            response = requests.post(endpoint, json=body, timeout=30)
+            if response.status_code != 200:
+                raise InputError(f"{endpoint}: {response.status_code}: "
+                                 f"{response.json().get('message', response.text).splitlines()[-1]}")
+            return float(response.json()["predictions"][0]["target_position"])
+        return decide
+
+    def run(self) -> int:
+        from envs.trading.paper import PaperBook, new_book
+
+        bars = self._bars()
+        run_id, state = self._session()
+        book = PaperBook.from_state(state) if state else new_book(self.reader)
+        band = self._band(bars)
+        print(f"paper trading {self.version.name} version {self.version.version} on {self.args.bars}: MLflow run "
+              f"{run_id}{', resumed after ' + book.last_bar if state else ''}", flush=True)
+        while True:
+            stepped = self._trade(bars, book, run_id, band)
+            if not self.args.follow:
+                break
+            if not stepped:
+                time.sleep(self.args.poll_seconds)
+            bars = self._bars()
+        self.client.set_terminated(run_id)
+        print(f"equity {book.equity:.4f}, {book.ledger.trades} fills, drawdown {1 - book.equity / book.peak:.2%}, "
+              f"last bar {book.last_bar}", flush=True)
+        return 0
+
+    def _bars(self) -> pd.DataFrame:
+        from envs.trading.data import load_bars
+
+        if self.args.exchange:  # appended to --bars as `experiments.data update --fetch` does; a failure waits a poll
+            from experiments.data import main as data_main
+
+            if data_main(["update", str(self.args.bars), "--fetch", self.args.exchange]) != 0:
+                print(f"no new bars from {self.args.exchange} this time; trying again in {self.args.poll_seconds:g} s",
+                      flush=True)
+        return load_bars(self.args.bars)
+
+    def _session(self) -> tuple[str, dict[str, Any] | None]:
+        """The run of this model on these bars (resumed with its last state), or a new one."""
+        name = f"{self.version.name}-paper"
+        experiment = self.client.get_experiment_by_name(name)
+        experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        key = hashlib.sha256(f"{self.version.name}/{self.version.version}|{Path(self.args.bars).resolve()}|"
+                             f"{self.args.start}".encode()).hexdigest()[:16]
+        found = self.client.search_runs([experiment_id], f"tags.`{KEY_TAG}` = '{key}'", max_results=1)
+        if found:
+            self.client.update_run(found[0].info.run_id, status="RUNNING")
+            state = found[0].data.tags.get(STATE_TAG)
+            return found[0].info.run_id, json.loads(state) if state else None
+        run = self.client.create_run(experiment_id, run_name=f"paper {self.version.name} v{self.version.version}",
+                                     tags={KEY_TAG: key, "model": self.args.model, "model_version": self.version.version,
+                                           "bars": str(self.args.bars), "role": "paper"})
+        return run.info.run_id, None
+
+    def _first_row(self, bars: pd.DataFrame) -> int:
+        if self.args.start:
+            row = int(bars.index.searchsorted(pd.Timestamp(self.args.start, tz="UTC")))
+        else:  # the first bar after the model's data ended
+            row = int(bars.index.searchsorted(pd.Timestamp(self.version.tags["data_end"]), side="right"))
+        return max(row, self.reader.bars_needed - 1)
+
+    def _band(self, bars: pd.DataFrame) -> DriftBand | None:
+        from envs.trading.paper import new_book, replay
+
+        lo, hi = (int(bars.index.searchsorted(pd.Timestamp(self.version.tags.get(k, "NaT")))) for k in
+                  ("test_start", "test_end"))
+        if not self.version.tags.get("test_start") or hi - lo < 2 * self.args.drift_bars or lo < self.reader.bars_needed:
+            print(f"drift alarm off: {self.args.bars} does not hold the model's test window "
+                  f"({self.version.tags.get('test_start')} .. {self.version.tags.get('test_end')}) with "
+                  f"{2 * self.args.drift_bars} bars or more", flush=True)
+            return None
+        book, traded = new_book(self.reader), []
+        equity = replay(book, bars, range(lo, hi + 1), self.reader.bars_needed, self._local_decider(),
+                        lambda _s, _o: traded.append(book.ledger.traded_notional))
+        rows = np.column_stack([np.r_[0.0, np.diff(np.log(equity))], np.r_[0.0, np.diff(traded)]])
+        sharpe, turnover = rolling_stats(rows, self.args.drift_bars)
+        return DriftBand(self.args.drift_bars, tuple(np.percentile(sharpe, [5, 95])),
+                         tuple(np.percentile(turnover, [5, 95])))
+
+    def _trade(self, bars: pd.DataFrame, book: Any, run_id: str, band: DriftBand | None) -> bool:
+        """Step every bar after the book's last one; log them in batches with the state. True if any was new."""
+        from mlflow.entities import Metric, RunTag
+
+        from envs.trading.paper import replay
+
+        first = (int(bars.index.searchsorted(pd.Timestamp(book.last_bar), side="right")) if book.last_bar
+                 else self._first_row(bars))
+        if first >= len(bars):
+            return False
+        pending: list[Metric] = []
+        last = {"equity": book.equity, "traded": book.ledger.traded_notional}
+
+        def on_bar(stamp: pd.Timestamp, outcome: Any) -> None:
+            step, at = int(stamp.timestamp()), int(stamp.timestamp() * 1000)
+            values = {"equity": outcome.equity, "position": outcome.position, "drawdown": outcome.drawdown,
+                      "fees_paid": book.ledger.fees_paid, "fills": float(book.ledger.trades)}
+            if outcome.fill:
+                values.update({f"fill_{k}": v for k, v in outcome.fill.items()})
+            if band is not None:
+                traded = book.ledger.traded_notional - last["traded"]
+                sharpe, turnover, drift = band.check(float(np.log(outcome.equity / last["equity"])), traded)
+                values.update({"rolling_sharpe": sharpe, "rolling_turnover": turnover, "drift_alarm": float(bool(drift))})
+                if drift and not band.drifting:
+                    print(f"drift alarm at {stamp}: {drift} (band: the model's backtest)", flush=True)
+                    pending_tags.append(RunTag(DRIFT_TAG, f"{stamp}: {drift}"))
+                band.drifting = bool(drift)
+            last.update(equity=outcome.equity, traded=book.ledger.traded_notional)
+            pending.extend(Metric(k, v, at, step) for k, v in values.items() if np.isfinite(v))
+            if len(pending) >= 900 or self.args.follow:
+                flush()
+
+        pending_tags: list[RunTag] = []
+
+        def flush() -> None:
+            # One write: the bars' metrics and the state after the last of them (a crash resumes from here)
+            tags = [*pending_tags, RunTag(STATE_TAG, json.dumps(book.to_state()))]
+            self.client.log_batch(run_id, metrics=pending, tags=tags)
+            pending.clear()
+            pending_tags.clear()
+
+        replay(book, bars, range(first, len(bars)), self.reader.bars_needed, self.decide, on_bar)
+        flush()
+        return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())

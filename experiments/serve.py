@@ -1,0 +1,70 @@
+"""`python -m experiments.serve "models:/NAME@champion"`: serve a registered policy over HTTP on 127.0.0.1.
+
+It is `mlflow models serve -m URI --env-manager local -h 127.0.0.1`, made to work from a plain shell: the
+model is looked up first (an unknown alias or version is refused in one line), the venv's bin folder goes on PATH
+(MLflow starts `uvicorn` by name) and the tracking URI is passed on. The model needs no torch and no Ray
+(experiments.registry), so any environment with its pinned CPU requirements serves it. POST the last bars:
+
+    curl -s http://127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
+         -d '{"dataframe_split": {"columns": ["timestamp", "open", "high", "low", "close", "volume"], "data": [...]}}'
+
+and it answers `{"predictions": [{"action": 1, "target_position": 1.0, "bar_time": ..., "applies_from": ...}]}`;
+a request that does not fit the model gets a 400 whose message ends with the one line that says why.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from envs.errors import InputError
+from experiments.promotion import resolve_version
+from experiments.shell import runnable
+from experiments.tracking_store import default_tracking_uri
+
+LOOPBACK = "127.0.0.1"
+
+
+def serve_command(model_uri: str, host: str, port: int) -> list[str]:
+    """The `mlflow models serve` command line, with this interpreter's mlflow."""
+    return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
+            "-h", host, "-p", str(port)]
+
+
+def serving_environment(tracking_uri: str) -> dict[str, str]:
+    """This environment with the venv's bin folder first on PATH and the tracking URI set."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "MLFLOW_TRACKING_URI": tracking_uri}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.serve", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help='a registered model, e.g. "models:/dqn_btc@champion" or models:/dqn_btc/3')
+    parser.add_argument("--port", type=int, default=5001)
+    parser.add_argument("--host", default=LOOPBACK, help="interface (default 127.0.0.1: this machine only)")
+    parser.add_argument("--tracking-uri", default=None, help="default MLFLOW_TRACKING_URI, else ./mlruns")
+    args = parser.parse_args(argv)
+    tracking_uri = args.tracking_uri or default_tracking_uri()
+    try:
+        from experiments.tracking import make_client
+
+        version = resolve_version(make_client(tracking_uri), args.model)
+    except InputError as error:
+        print(f"error: {runnable(str(error))}", file=sys.stderr)
+        return 2
+    if args.host != LOOPBACK:
+        print(f"warning: serving on {args.host}: anyone who can reach this machine can query the model", flush=True)
+    command = serve_command(args.model, args.host, args.port)
+    print(f"serving {version.name} version {version.version} ({version.tags.get('inputs', 'observations')}) on "
+          f"http://{args.host}:{args.port}/invocations", flush=True)
+    print(f"the same from a plain shell: PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH "
+          f"MLFLOW_TRACKING_URI={shlex.quote(tracking_uri)} {shlex.join(command)}", flush=True)
+    os.execvpe(command[0], command, serving_environment(tracking_uri))
+    return 0  # not reached: the server replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

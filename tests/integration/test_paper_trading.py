@@ -1,0 +1,149 @@
+"""Serving and paper trading the champion of the operations loop (tests/integration/conftest.py): a real
+`mlflow models serve` process on 127.0.0.1, paper trading in process and through it, a replay of the backtest's test
+window to the last digit, and a killed paper trader that resumes without a fill twice or missed."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import requests
+
+from tests.conftest import REPO
+from tests.servers import free_port, stop_group, wait_healthy
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def served(operations_loop):
+    """`python -m experiments.serve models:/...@champion` started from a plain environment (no venv on PATH)."""
+    port = free_port()
+    log = operations_loop.root / "serve.log"
+    env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
+           "MLFLOW_TRACKING_URI": operations_loop.tracking_uri}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "experiments.serve", f"models:/{operations_loop.model}@champion",
+                                 "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc, log)
+        yield f"http://127.0.0.1:{port}", log
+    finally:
+        stop_group(proc)
+
+
+def body(bars: pd.DataFrame) -> dict:
+    frame = bars.reset_index()
+    frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
+    return {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
+
+
+def equity_history(client, run_id: str) -> list:
+    return sorted(client.get_metric_history(run_id, "equity"), key=lambda m: m.step)
+
+
+def test_the_served_champion_answers_bars_with_the_in_process_decision_and_a_400_that_ends_with_why(
+        operations_loop, served):
+    import mlflow
+
+    from envs.trading.data import load_bars
+
+    url, log = served
+    assert "127.0.0.1" in log.read_text() and "warning" not in log.read_text()
+    mlflow.set_tracking_uri(operations_loop.tracking_uri)
+    model = mlflow.pyfunc.load_model(f"models:/{operations_loop.model}@champion")
+    bars = load_bars(operations_loop.data)
+    needed = model.unwrap_python_model().inputs.bars_needed
+    for end in (len(bars), len(bars) - 100, len(bars) - 333):
+        window = bars.iloc[end - needed:end].assign(position=1.0)
+        answer = requests.post(f"{url}/invocations", json=body(window), timeout=30)
+        assert answer.status_code == 200, answer.text
+        served_decision = answer.json()["predictions"][0]
+        local = model.predict(window.reset_index()).iloc[0]
+        assert served_decision["action"] == local["action"] and served_decision["bar_time"] == local["bar_time"]
+    too_few = requests.post(f"{url}/invocations", json=body(bars.iloc[-10:]), timeout=30)
+    assert too_few.status_code == 400
+    assert too_few.json()["message"].endswith(f"the model needs the last {needed} 1h bars (features' look-back 96 + "
+                                              "window 24 - 1); got 10")
+    four_hourly = requests.post(f"{url}/invocations", json=body(bars.iloc[-4 * needed::4]), timeout=30)
+    assert four_hourly.status_code == 400 and "must be consecutive 1h bars" in four_hourly.json()["message"]
+    # The model's logged requirements: pinned CPU packages from PyPI, no torch, no Ray (so no CUDA wheels)
+    requirements = (mlflow.artifacts.download_artifacts(f"models:/{operations_loop.model}@champion")
+                    + "/requirements.txt")
+    with open(requirements) as handle:
+        listed = handle.read().lower()
+    assert "ta-lib==" in listed and "numpy==" in listed and "torch" not in listed and "ray" not in listed
+
+
+def test_paper_replay_of_the_champions_test_window_is_its_backtest_to_the_last_digit(operations_loop):
+    client = operations_loop.client
+    version = client.get_model_version(operations_loop.model, "1")
+    trained_on = client.get_run(version.run_id).data.params["environment.env_config.data_path"]
+    result = operations_loop.module("experiments.paper", f"models:/{operations_loop.model}/1", "--bars", trained_on,
+                                    "--start", version.tags["test_start"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    backtest = client.get_run(version.run_id).data.metrics
+    paper = client.search_runs([client.get_experiment_by_name(f"{operations_loop.model}-paper").experiment_id],
+                               "tags.bars = '" + trained_on + "'")[0]
+    history = equity_history(client, paper.info.run_id)
+    assert history[-1].value == backtest["eval/final_equity"]  # to the last digit
+    assert paper.data.metrics["fills"] == backtest["eval/trades"]
+    assert pd.Timestamp(history[0].step, unit="s", tz="UTC") == pd.Timestamp(version.tags["test_start"])
+
+
+def test_killed_paper_trading_resumes_without_a_fill_twice_or_missed_and_agrees_with_the_served_model(
+        operations_loop, served):
+    from envs.trading.data import load_bars, save_bars
+
+    loop, (url, _) = operations_loop, served
+    bars = load_bars(loop.data)
+    growing = save_bars(bars.iloc[:-200], loop.root / "live.parquet", "BTC-USD", "1h")
+    model = f"models:/{loop.model}@champion"
+    follow = subprocess.Popen([sys.executable, "-m", "experiments.paper", model, "--bars", growing, "--follow",
+                               "--poll-seconds", "0.2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": loop.tracking_uri},
+                              start_new_session=True)
+    client = loop.client
+    deadline = time.monotonic() + 120
+    run = None
+    while time.monotonic() < deadline and run is None:
+        time.sleep(1)
+        experiment = client.get_experiment_by_name(f"{loop.model}-paper")
+        runs = client.search_runs([experiment.experiment_id], f"tags.bars = '{growing}'") if experiment else []
+        if runs and "paper.state" in runs[0].data.tags:
+            run = runs[0]
+    assert run is not None, follow.stdout.read().decode() if follow.poll() is not None else "no state logged"
+    save_bars(bars, loop.root / "live.tmp.parquet", "BTC-USD", "1h").replace(growing)  # 200 bars arrive
+    time.sleep(0.5)
+    os.killpg(follow.pid, signal.SIGKILL)  # mid-stream: no chance to flush anything
+    follow.wait(timeout=20)
+    resumed = loop.module("experiments.paper", model, "--bars", growing)
+    assert resumed.returncode == 0 and "resumed after" in resumed.stdout, resumed.stdout + resumed.stderr
+    history = equity_history(client, run.info.run_id)
+    steps = [m.step for m in history]
+    assert steps == sorted(set(steps))  # no bar twice
+    expected = bars.index[bars.index > pd.Timestamp(client.get_model_version(loop.model, "1").tags["data_end"])]
+    assert steps == [int(t.timestamp()) for t in expected]  # none missed
+    # The same bars through the served model (HTTP) give the same account, fill for fill
+    through_http = loop.module("experiments.paper", model, "--bars", loop.data, "--serve-url", url)
+    assert through_http.returncode == 0, through_http.stdout + through_http.stderr
+    other = client.search_runs([client.get_experiment_by_name(f"{loop.model}-paper").experiment_id],
+                               f"tags.bars = '{loop.data}'")[0]
+    assert [m.value for m in equity_history(client, other.info.run_id)] == [m.value for m in history]
+    fills = client.get_metric_history(run.info.run_id, "fills")
+    assert np.all(np.diff([m.value for m in sorted(fills, key=lambda m: m.step)]) >= 0)
+
+
+def test_an_alias_that_does_not_exist_is_refused_in_one_line(operations_loop):
+    for command in (["experiments.paper", f"models:/{operations_loop.model}@nope", "--bars", operations_loop.data],
+                    ["experiments.serve", f"models:/{operations_loop.model}@nope"]):
+        result = operations_loop.module(*command)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert "no such registered model version or alias (its aliases: challenger, champion)" in result.stderr

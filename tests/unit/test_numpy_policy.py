@@ -1,0 +1,202 @@
+"""algos.numpy_policy computes what RLlib's torch forward_inference computes: real DQN and PPO RLModules built
+from their configs (untrained, no Ray cluster), 500 env-like observations each; the result for one observation
+does not depend on its batch, bit for bit; a saved policy loads to the same bits; anything else is refused."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from algos.dqn import SPEC as DQN_SPEC
+from algos.numpy_policy import STRUCTURE_KEY, NumpyPolicy, export_module
+from algos.ppo import SPEC as PPO_SPEC
+from envs.errors import InputError
+from tests.conftest import REPO
+
+OBSERVATION_SIZE = 194  # the trading env's: clipped z-scores, then a one-hot position
+POSITIONS = 3
+ACTIONS = 3
+ROWS = 500
+TIE = 1e-5  # top two torch outputs closer than this: either action is the greedy one within float32 noise
+
+
+def _observations(rows: int, seed: int = 0) -> np.ndarray:
+    """Drawn like the env's observations: z-scores clipped to [-10, 10], then a one-hot position."""
+    rng = np.random.default_rng(seed)
+    features = np.clip(rng.standard_normal((rows, OBSERVATION_SIZE - POSITIONS)) * 2.0, -10, 10)
+    position = np.eye(POSITIONS)[rng.integers(0, POSITIONS, rows)]
+    return np.concatenate([features, position], axis=1).astype(np.float32)
+
+
+def _module(algorithm: str, training: dict | None = None, model_config: dict | None = None,
+            action_space: gym.Space | None = None):
+    """An untrained RLModule as the algorithm's config builds it (seeded weights)."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    config = (DQNConfig() if algorithm == "dqn" else PPOConfig()).environment(
+        observation_space=gym.spaces.Box(-10, 10, (OBSERVATION_SIZE,), np.float32),
+        action_space=action_space or gym.spaces.Discrete(ACTIONS))
+    if training:
+        config = config.training(**training)
+    if model_config:
+        config = config.rl_module(model_config=model_config)
+    torch.manual_seed(7)
+    module = config.get_rl_module_spec().build()
+    module.eval()
+    return module
+
+
+def _torch_outputs(module, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Torch's raw head output (Q-values or logits) and the greedy actions forward_inference gives."""
+    batch = {"obs": torch.as_tensor(observations)}
+    with torch.no_grad():
+        out = module.forward_inference(batch)
+        if "actions" in out:  # DQN: forward_inference returns argmax Q only; Q is what it took the argmax of
+            return module.compute_q_values(batch)["qf_preds"].numpy(), out["actions"].numpy()
+        logits = out["action_dist_inputs"].numpy()
+    return logits, logits.argmax(axis=1)
+
+
+CASES = {
+    "dqn dueling (default)": ("dqn", None, None),
+    "dqn not dueling": ("dqn", {"dueling": False}, None),
+    "dqn [64, 32] tanh": ("dqn", None, {"fcnet_hiddens": [64, 32], "fcnet_activation": "tanh"}),
+    "dqn relu, elu head": ("dqn", None, {"fcnet_hiddens": [128, 128], "fcnet_activation": "relu",
+                                         "head_fcnet_hiddens": [16], "head_fcnet_activation": "elu"}),
+    "ppo default": ("ppo", None, None),
+    "ppo shared layernorm silu": ("ppo", None, {"vf_share_layers": True, "fcnet_use_layernorm": True,
+                                                "fcnet_activation": "silu", "fcnet_hiddens": [64, 64]}),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request):
+    algorithm, training, model_config = CASES[request.param]
+    module = _module(algorithm, training, model_config)
+    spec = DQN_SPEC if algorithm == "dqn" else PPO_SPEC
+    return module, NumpyPolicy.from_arrays(export_module(module, spec.greedy))
+
+
+def test_outputs_and_actions_match_torch(case):
+    module, policy = case
+    observations = _observations(ROWS)
+    expected, torch_actions = _torch_outputs(module, observations)
+    outputs = policy.outputs(observations)
+    assert outputs.dtype == np.float32 and outputs.shape == (ROWS, ACTIONS)
+    scale = float(np.abs(expected).max())
+    assert scale > 0  # the comparison has power: the outputs are not all zero
+    assert float(np.abs(outputs - expected).max()) <= 1e-5 * scale
+    top_two = np.sort(expected, axis=1)[:, -2:]
+    near_tie = (top_two[:, 1] - top_two[:, 0]) <= TIE
+    actions = policy(observations)
+    assert actions.dtype == np.int64
+    assert np.array_equal(actions[~near_tie], torch_actions[~near_tie])
+    # 0 expected: a gap of 1e-5 between outputs of ~0.5 is rare among 500 rows
+    assert near_tie.sum() <= 2, f"{near_tie.sum()} near-ties among {ROWS} rows"
+    assert len(np.unique(torch_actions)) > 1  # the actions vary, so equal actions say something
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    return values.view(np.uint32)
+
+
+def test_one_observation_gets_the_same_bits_in_any_batch(case):
+    _, policy = case
+    observations = _observations(ROWS, seed=1)
+    whole = policy.outputs(observations)
+    one_by_one = np.concatenate([policy.outputs(observations[i:i + 1]) for i in range(ROWS)])
+    assert np.array_equal(_bits(whole), _bits(one_by_one))
+    # Other offsets, strides and memory orders of the same rows (a batched matmul would differ here).
+    assert np.array_equal(_bits(policy.outputs(observations[1:])), _bits(whole[1:]))
+    assert np.array_equal(_bits(policy.outputs(observations[::3])), _bits(whole[::3]))
+    assert np.array_equal(_bits(policy.outputs(np.asfortranarray(observations))), _bits(whole))
+    assert np.array_equal(_bits(policy.outputs(observations.astype(np.float64))), _bits(whole))
+
+
+def test_a_saved_policy_loads_to_the_same_bits(case, tmp_path):
+    _, policy = case
+    path = tmp_path / "policy"  # no .npz: saved exactly where asked
+    policy.save(path)
+    loaded = NumpyPolicy.load(path)
+    observations = _observations(64, seed=2)
+    assert np.array_equal(_bits(loaded.outputs(observations)),
+                          _bits(policy.outputs(observations)))
+    assert loaded.structure == policy.structure
+
+
+@pytest.mark.parametrize("what, algorithm, training, model_config, action_space", [
+    ("distributional DQN (num_atoms=2)", "dqn", {"num_atoms": 2}, None, None),
+    ("PPO encoder TorchStatefulActorCriticEncoder", "ppo", None, {"use_lstm": True}, None),
+    ("action space Box", "ppo", None, None, gym.spaces.Box(-1, 1, (2,), np.float32)),
+    ("encoder TorchLSTMEncoder", "dqn", None, {"use_lstm": True}, None),
+    ("encoder layer 1 (Sigmoid)", "dqn", None, {"fcnet_activation": "Sigmoid"}, None),
+])
+def test_an_unsupported_module_is_refused_in_one_line(what, algorithm, training, model_config, action_space):
+    module = _module(algorithm, training, model_config, action_space)
+    spec = DQN_SPEC if algorithm == "dqn" else PPO_SPEC
+    with pytest.raises(InputError) as refusal:
+        export_module(module, spec.greedy)
+    message = str(refusal.value)
+    assert what in message and "scored with torch" in message and "\n" not in message
+
+
+def test_a_greedy_rule_that_does_not_fit_the_module_is_refused():
+    with pytest.raises(InputError, match="greedy rule"):
+        export_module(_module("dqn"), PPO_SPEC.greedy)
+
+
+def test_a_damaged_or_foreign_file_is_refused_in_one_line(case, tmp_path):
+    _, policy = case
+    arrays = policy.to_arrays()
+    missing = next(key for key in arrays if key.endswith(".weight"))
+    del arrays[missing]
+    with pytest.raises(InputError, match=f"array '{missing}' is missing"):
+        NumpyPolicy.from_arrays(arrays)
+    foreign = tmp_path / "not_a_policy.npz"
+    foreign.write_text("hello")
+    with pytest.raises(InputError) as refusal:
+        NumpyPolicy.load(foreign)
+    assert "\n" not in str(refusal.value)
+    with pytest.raises(InputError, match=STRUCTURE_KEY):
+        NumpyPolicy.from_arrays({"x": np.zeros(3, np.float32)})
+
+
+def test_the_numpy_policy_imports_neither_torch_nor_ray():
+    code = ("import sys, algos.numpy_policy; "
+            "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            cwd=REPO, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_time_of_one_decision_numpy_vs_torch():
+    """Printed, not asserted (machine-dependent): one observation of 194 floats through a 128x128 ReLU DQN."""
+    module = _module("dqn", None, {"fcnet_hiddens": [128, 128], "fcnet_activation": "relu"})
+    policy = NumpyPolicy.from_arrays(export_module(module, DQN_SPEC.greedy))
+    observation = _observations(1, seed=3)
+
+    def torch_decision() -> np.ndarray:
+        with torch.no_grad():
+            return module.forward_inference({"obs": torch.as_tensor(observation)})["actions"].numpy()
+
+    timings = {}
+    for name, decide in (("numpy", lambda: policy(observation)), ("torch", torch_decision)):
+        for _ in range(200):
+            decide()
+        best = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(1000):
+                decide()
+            best.append((time.perf_counter() - start) / 1000)
+        timings[name] = min(best)
+    print(f"\none decision (1 x {OBSERVATION_SIZE}, 128x128 relu dueling DQN): "
+          f"numpy {timings['numpy'] * 1e6:.1f} us, torch forward_inference {timings['torch'] * 1e6:.1f} us "
+          f"(torch threads: {torch.get_num_threads()})")
