@@ -10,7 +10,6 @@ import logging
 import math
 import numbers
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -91,8 +90,13 @@ def copy_selection_score(metric: str, mode: str, rule: SelectionRule = Selection
 
 def warm_start(checkpoint: str, *, algorithm: Any, **_: Any) -> None:
     """RLlib `on_algorithm_init` callback: start from `checkpoint`'s learner state (the RLModule's weights, target
-    network included, and the optimizer's state), synced to the env runners; the replay buffer starts empty."""
-    algorithm.restore_from_path(str(Path(checkpoint) / "learner_group"), component="learner_group")
+    network included, and the optimizer's state), synced to the env runners; the replay buffer starts empty.
+    `checkpoint` is a local folder or an s3:// URI (with ?endpoint_override=...), which every node can read."""
+    import pyarrow.fs as pafs
+
+    filesystem, path = pafs.FileSystem.from_uri(checkpoint) if "://" in checkpoint else (None, checkpoint)
+    algorithm.restore_from_path(f"{str(path).rstrip('/')}/learner_group", component="learner_group",
+                                filesystem=filesystem)
 
 
 def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:

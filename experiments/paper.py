@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -51,9 +52,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 @dataclass
 class DriftBand:
-    """The 5th..95th percentiles of the backtest's rolling Sharpe and turnover over `bars` bars."""
+    """The 5th..95th percentiles of the backtest's rolling (annualized) Sharpe and turnover over `bars` bars."""
 
     bars: int
+    periods_per_year: float
     sharpe: tuple[float, float]
     turnover: tuple[float, float]
     seen: list[tuple[float, float]] = field(default_factory=list)  # (log return, traded notional) per paper bar
@@ -65,23 +67,24 @@ class DriftBand:
         del self.seen[:-self.bars]
         if len(self.seen) < self.bars:
             return float("nan"), float("nan"), ""
-        sharpe, turnover = rolling_stats(np.asarray(self.seen), self.bars)
+        sharpe, turnover = rolling_stats(np.asarray(self.seen), self.bars, self.periods_per_year)
         out = [f"{what} {value:.2f} outside {low:.2f}..{high:.2f}" for what, value, (low, high) in
                (("Sharpe", sharpe[-1], self.sharpe), ("turnover", turnover[-1], self.turnover))
                if not low <= value <= high]
         return float(sharpe[-1]), float(turnover[-1]), "; ".join(out)
 
 
-def rolling_stats(rows: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per `window` bars: the per-bar Sharpe (mean over std of log returns) and the traded notional."""
+def rolling_stats(rows: np.ndarray, window: int, periods_per_year: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per `window` bars: the annualized Sharpe of the log returns and the traded notional (in starting equities)."""
     frame = pd.DataFrame(rows, columns=["r", "traded"])
     rolling = frame["r"].rolling(window)
     std = rolling.std(ddof=0).replace(0.0, np.nan)
-    return (rolling.mean() / std).fillna(0.0).to_numpy()[window - 1:], \
-        frame["traded"].rolling(window).sum().to_numpy()[window - 1:]
+    sharpe = (rolling.mean() / std).fillna(0.0) * np.sqrt(periods_per_year)
+    return sharpe.to_numpy()[window - 1:], frame["traded"].rolling(window).sum().to_numpy()[window - 1:]
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     args = parse_args(argv)
     try:
         return PaperTrader(args).run()
@@ -128,7 +131,11 @@ class PaperTrader:
             frame = bars.assign(position=held).reset_index()
             frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
             body = {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
-            response = requests.post(endpoint, json=body, timeout=30)
+            try:
+                response = requests.post(endpoint, json=body, timeout=30)
+            except requests.RequestException as error:
+                raise InputError(f"--serve-url {url}: no answer ({type(error).__name__}): start the model's server with "
+                                 f"python -m experiments.serve {self.args.model}, or leave --serve-url out") from None
             if response.status_code != 200:
                 raise InputError(f"{endpoint}: {response.status_code}: "
                                  f"{response.json().get('message', response.text).splitlines()[-1]}")
@@ -144,16 +151,20 @@ class PaperTrader:
         band = self._band(bars)
         print(f"paper trading {self.version.name} version {self.version.version} on {self.args.bars}: MLflow run "
               f"{run_id}{', resumed after ' + book.last_bar if state else ''}", flush=True)
-        while True:
-            stepped = self._trade(bars, book, run_id, band)
-            if not self.args.follow:
-                break
-            if not stepped:
-                time.sleep(self.args.poll_seconds)
-            bars = self._bars()
+        try:
+            while True:
+                stepped = self._trade(bars, book, run_id, band)
+                if not self.args.follow:
+                    break
+                if not stepped:
+                    time.sleep(self.args.poll_seconds)
+                bars = self._bars()
+        except KeyboardInterrupt:
+            self.client.set_terminated(run_id, status="KILLED")  # resumed, it is RUNNING again
+            raise
         self.client.set_terminated(run_id)
-        print(f"equity {book.equity:.4f}, {book.ledger.trades} fills, drawdown {1 - book.equity / book.peak:.2%}, "
-              f"last bar {book.last_bar}", flush=True)
+        print(f"equity {book.equity:.4f} (started at 1), {book.ledger.trades} fills, {1 - book.equity / book.peak:.2%} "
+              f"below its peak, last bar {book.last_bar}", flush=True)
         return 0
 
     def _bars(self) -> pd.DataFrame:
@@ -192,6 +203,7 @@ class PaperTrader:
         return max(row, self.reader.bars_needed - 1)
 
     def _band(self, bars: pd.DataFrame) -> DriftBand | None:
+        from envs.trading.data import bars_per_year
         from envs.trading.paper import new_book, replay
 
         lo, hi = (int(bars.index.searchsorted(pd.Timestamp(self.version.tags.get(k, "NaT")))) for k in
@@ -205,8 +217,9 @@ class PaperTrader:
         equity = replay(book, bars, range(lo, hi + 1), self.reader.bars_needed, self._local_decider(),
                         lambda _s, _o: traded.append(book.ledger.traded_notional))
         rows = np.column_stack([np.r_[0.0, np.diff(np.log(equity))], np.r_[0.0, np.diff(traded)]])
-        sharpe, turnover = rolling_stats(rows, self.args.drift_bars)
-        return DriftBand(self.args.drift_bars, tuple(np.percentile(sharpe, [5, 95])),
+        per_year = bars_per_year(self.reader.timeframe)
+        sharpe, turnover = rolling_stats(rows, self.args.drift_bars, per_year)
+        return DriftBand(self.args.drift_bars, per_year, tuple(np.percentile(sharpe, [5, 95])),
                          tuple(np.percentile(turnover, [5, 95])))
 
     def _trade(self, bars: pd.DataFrame, book: Any, run_id: str, band: DriftBand | None) -> bool:

@@ -21,6 +21,7 @@ Exit codes as experiments.run: 0, 2 bad input (one line), 3 partial, 1 failed, 4
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -33,6 +34,7 @@ import envs
 from envs.errors import InputError
 from experiments.promotion import Decision, champion_of, judge, prior_excess_sharpes, record
 from experiments.shell import runnable, terminal_console
+from experiments.storage import resolve_storage
 
 RUN_FLAGS = ("--storage", "--hardware", "--address")
 
@@ -56,6 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     console = terminal_console()
     try:
         return retrain(parse_args(argv), console)
@@ -101,7 +104,11 @@ def retrain(args: argparse.Namespace, console: Any) -> int:
                   f"({len(forward)} bars, not trained or selected on by either model)", markup=False)
     if args.dry_run:
         return 0
-    train_path = cut_copy(bars, forward.start, args.output / exp.name / "retrain")
+    # What the challenger's trials read (the cut bars, the champion's checkpoint) goes where every node can read it:
+    # the run's storage (--storage, storage:, RLPLATFORM_STORAGE), else under --output.
+    storage = resolve_storage(args.storage, exp.storage, args.output.resolve(), str(args.conf))
+    folder = (exp.name, "retrain")
+    train_path = cut_copy(bars, forward.start, storage, folder, args.output / exp.name / "retrain")
     group = f"retrain-{uuid.uuid4().hex[:8]}"
     # The user's --set first: the cut data and the model's name must win over them.
     run_args = [str(args.conf), "--output", str(args.output), "--run-group", group,
@@ -111,7 +118,8 @@ def retrain(args: argparse.Namespace, console: Any) -> int:
     run_args += ["--no-dashboard"] if args.no_dashboard else []
     run_args += [word for flag in RUN_FLAGS if getattr(args, flag[2:]) for word in (flag, getattr(args, flag[2:]))]
     if mode == "incremental":
-        run_args += warm_start_overrides(client, exp, champion, args.output / exp.name / "retrain", console)
+        run_args += warm_start_overrides(client, exp, champion, storage, folder, args.output / exp.name / "retrain",
+                                         console)
     console.print(f"challenger: {mode} retrain on the bars up to {bars.index[forward.start - 1]}", markup=False)
     from experiments.run import main as run_main
 
@@ -126,7 +134,7 @@ def retrain(args: argparse.Namespace, console: Any) -> int:
     alias = record(client, name, challenger.version, decision, lineage)
     console.print(escape(f"models:/{name}/{challenger.version} -> @{alias}: {decision.reason}"))
     if alias == "champion":
-        console.print(f"serve it:  {sys.executable} -m experiments.serve 'models:/{name}@champion'", markup=False)
+        console.print(runnable(f"serve it: python -m experiments.serve 'models:/{name}@champion'"), markup=False)
     return code
 
 
@@ -142,7 +150,7 @@ def forward_rows(bars: pd.DataFrame, forward_bars: int, champion: Any | None, da
         end = pd.Timestamp(champion.tags.get(seen, bars.index[-1]))
         fresh = int((bars.index > end).sum())
         if fresh < forward_bars:
-            what = "it was promoted on" if seen == "forward_end" else "its data"
+            what = "the window it was promoted on" if seen == "forward_end" else "its data"
             raise InputError(f"{data_path}: the forward test needs {forward_bars} bars after the champion's data ended "
                              f"({end}, the end of {what}); the data has {fresh}: append bars with "
                              "python -m experiments.data update "
@@ -150,35 +158,50 @@ def forward_rows(bars: pd.DataFrame, forward_bars: int, champion: Any | None, da
     return rows
 
 
-def cut_copy(bars: pd.DataFrame, stop: int, folder: Path) -> Path:
-    """The bars before row `stop`, as a dataset the challenger trains on (written whole; reused if present)."""
+def cut_copy(bars: pd.DataFrame, stop: int, storage: Any, folder: tuple[str, ...], local: Path) -> str:
+    """The bars before row `stop`, as a dataset the challenger trains on, in the storage (written whole: a local
+    file renamed into place, one PUT on S3; reused if present); its path or s3:// URI."""
     from envs.trading.data import save_bars
 
     part = bars.iloc[:stop]
-    path = folder / f"{bars.attrs.get('symbol', 'bars')}_{bars.attrs.get('timeframe', '')}_to_{part.index[-1]:%Y%m%dT%H%M}.parquet"
+    name = f"{bars.attrs.get('symbol', 'bars')}_{bars.attrs.get('timeframe', '')}_to_{part.index[-1]:%Y%m%dT%H%M}.parquet"
+    path = local / name
     if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
+        local.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")
         save_bars(part, temporary, bars.attrs.get("symbol", ""), bars.attrs.get("timeframe", ""),
                   gaps=bars.attrs.get("gaps", "ffill"))
         temporary.replace(path)
-    return path.resolve()
+    if storage.is_local:
+        return str(path.resolve())
+    with storage.filesystem.open_output_stream(storage.path(*folder, name)) as stream:
+        stream.write(path.read_bytes())
+    return storage.uri_of(*folder, name)
 
 
-def warm_start_overrides(client: Any, exp: Any, champion: Any, folder: Path, console: Any) -> list[str]:
-    """--set overrides for one trial warm-started from the champion: its checkpoint, searched values and seed, the
-    newest fold only, the incremental budget and settings."""
+def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, folder: tuple[str, ...], local: Path,
+                         console: Any) -> list[str]:
+    """--set overrides for one trial warm-started from the champion: its checkpoint (in the storage), searched
+    values and seed, the newest fold only, the incremental budget and settings."""
+    import pyarrow.fs as pafs
+
     from experiments.protocol import FOLD_KEY
 
     run = client.get_run(champion.run_id)
-    checkpoint = folder / f"champion-v{champion.version}"
-    if not (checkpoint / "best_checkpoint").exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        client.download_artifacts(champion.tags["parent_run_id"], "best_checkpoint", str(checkpoint))
+    downloaded = local / f"champion-v{champion.version}"
+    if not (downloaded / "best_checkpoint").exists():
+        local.mkdir(parents=True, exist_ok=True)
+        client.download_artifacts(champion.tags["parent_run_id"], "best_checkpoint", str(downloaded))
+    checkpoint = str((downloaded / "best_checkpoint").resolve())
+    if not storage.is_local:
+        target = storage.path(*folder, f"champion-v{champion.version}")
+        pafs.copy_files(checkpoint, target, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=storage.filesystem)
+        checkpoint = storage.uri_of(*folder, f"champion-v{champion.version}")
     pinned = [f"{key}={run.data.params[key]}" for key in exp.tune.search_space
               if key != FOLD_KEY and key in run.data.params]
     overrides = [*pinned, f"tune.seeds=[{run.data.params.get('seed', exp.tune.seeds[0])}]", "tune.num_samples=1",
-                 f"warm_start={(checkpoint / 'best_checkpoint').resolve()}"]
+                 f"warm_start={checkpoint}"]
     if exp.evaluation.protocol and exp.evaluation.protocol.get("type") == "walk_forward":
         overrides.append("evaluation.protocol.folds=1")
     if not exp.smoke_test:
@@ -215,7 +238,7 @@ def decide(client: Any, name: str, challenger: Any, champion: Any | None, bars: 
     if champion is not None:
         policies["champion"] = _decider(mlflow.pyfunc.load_model(f"models:/{name}/{champion.version}"))
     report = forward_test(policies, bars, forward)
-    console.print(f"forward test {report.window}, both models' served code, the backtest's costs:", markup=False)
+    console.print(f"forward test {report.window}: each model's served code, the backtest's costs", markup=False)
     console.print(report.table[["total_return", "sharpe", "max_drawdown", "trades"]].round(4).to_string(),
                   markup=False, highlight=False)
     baselines = [b for b in report.table.index if b not in policies]

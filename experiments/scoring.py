@@ -30,6 +30,7 @@ from experiments.policy import MODULE_SUBPATH, load_module_policy
 from experiments.protocol import FOLD_KEY, fold_indices
 from experiments.storage import Storage
 from experiments.sweep import ParamSpace, ScoredCheckpoint, best_checkpoint, searched_values
+from experiments.shell import runnable
 from experiments.tracking import log_metrics, run_of_trial
 from experiments.trials_ledger import LedgerKey, LedgerRun
 from experiments.verdict import ScoredTrial, Verdict, build_verdict, family_threshold
@@ -297,6 +298,9 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     if reasons:
         console.print(escape(f"  named {model_name}, not {exp.name}: {'; '.join(reasons)} (--set name=... "
                              "chooses the name)"))
+    if inputs is not None:
+        serve = runnable(f"python -m experiments.serve {uri}")
+        console.print(escape(f"  it {inputs.describe()}; serve it: {serve}"))
     return ""
 
 

@@ -36,7 +36,7 @@ def serve_command(model_uri: str, host: str, port: int) -> list[str]:
 def serving_environment(tracking_uri: str) -> dict[str, str]:
     """This environment with the venv's bin folder first on PATH and the tracking URI set."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "MLFLOW_TRACKING_URI": tracking_uri}
+            "MLFLOW_TRACKING_URI": tracking_uri, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -191,10 +191,10 @@ def test_a_retrain_submitted_as_a_ray_job_runs_on_the_cluster(cluster, tmp_path)
     registry and the data, and its one-line plan comes back in the job's logs (a dry run: no champion yet, the
     first challenger would come from the full sweep)."""
     _, _, dashboard = cluster
-    entrypoint = (f"cd {REPO} && {sys.executable} -m experiments.retrain conf/dqn_btc.yaml --dry-run --address auto "
-                  f"--set tracking.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}")
+    entrypoint = [sys.executable, "-m", "experiments.retrain", str(REPO / "conf" / "dqn_btc.yaml"), "--dry-run",
+                  "--address", "auto", "--set", f"tracking.tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
     ray_cli = Path(sys.executable).with_name("ray")
-    result = subprocess.run([str(ray_cli), "job", "submit", "--address", dashboard, "--", entrypoint],
+    result = subprocess.run([str(ray_cli), "job", "submit", "--address", dashboard, "--", *entrypoint],
                             capture_output=True, text=True, timeout=300, env={**os.environ, **LOOPBACK_ONLY})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "succeeded" in result.stdout.lower()
