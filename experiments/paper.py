@@ -21,15 +21,16 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from experiments.shell import runnable
+from experiments.shell import exit_code
 from experiments.tracking_store import default_tracking_uri
 
 STATE_TAG, KEY_TAG, DRIFT_TAG = "paper.state", "paper.key", "drift"
@@ -86,14 +87,7 @@ def rolling_stats(rows: np.ndarray, window: int, periods_per_year: float) -> tup
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     args = parse_args(argv)
-    try:
-        return PaperTrader(args).run()
-    except InputError as error:
-        print(f"error: {runnable(str(error))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: the last logged state is where the next start resumes", file=sys.stderr)
-        return 130
+    return exit_code(lambda: PaperTrader(args).run(), "interrupted: the last logged state is where the next start resumes")
 
 
 class PaperTrader:

@@ -33,7 +33,7 @@ from rich.markup import escape
 import envs
 from envs.errors import InputError
 from experiments.promotion import Decision, champion_of, judge, prior_excess_sharpes, record
-from experiments.shell import runnable, terminal_console
+from experiments.shell import exit_code, runnable, terminal_console
 from experiments.storage import resolve_storage
 
 RUN_FLAGS = ("--storage", "--hardware", "--address")
@@ -60,14 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     console = terminal_console()
-    try:
-        return retrain(parse_args(argv), console)
-    except InputError as error:
-        print(f"error: {runnable(str(error))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return exit_code(lambda: retrain(parse_args(argv), console))
 
 
 def retrain(args: argparse.Namespace, console: Any) -> int:

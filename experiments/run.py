@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rich.markup import escape
@@ -24,7 +25,7 @@ from experiments import cross_cpu
 from experiments.cluster import leftover_address_file, resolve_ray_target
 from experiments.listing import is_listing
 from experiments.preflight import preflight
-from experiments.shell import runnable, terminal_console
+from experiments.shell import exit_code, terminal_console
 
 LOOPBACK = "127.0.0.1"
 
@@ -73,39 +74,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     console = terminal_console()
-    try:
-        args = parse_args(argv)
-        args.started = time.monotonic()  # the run's wall time is checked against the plan's estimate
-        if cross_cpu.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
-            cross_cpu.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
-        if is_listing(args.conf):  # a file that lists experiment files runs them side by side
-            from experiments.side_by_side import run_listing
+    return exit_code(lambda: _run(argv, console))
 
-            return run_listing(args, console)
-        if args.fresh_ledger is not None and not args.fresh_ledger.strip():
-            raise InputError("--fresh-ledger: give the reason it is recorded with, e.g. --fresh-ledger 'new data vendor'")
-        ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
-        checked = preflight(args.conf, args.overrides, args.smoke_test, args.storage, args.output,
-                            fetch=not args.dry_run, console=console, hardware=args.hardware)
-        exp = checked.exp
-        console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
-                      f"({exp.num_trials()} trial(s))")
-        for line in [*checked.lines, cross_cpu.describe(), f"storage: {checked.storage.uri} ({checked.storage.source})"]:
-            console.print(line, markup=False, highlight=False)
-        if args.dry_run:
-            console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
-            console.print("resolved experiment:")
-            console.print(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False), markup=False)
-            return 0
-        from experiments.pipeline import run_experiment
 
-        return run_experiment(checked, ray_target, args, console)
-    except InputError as error:
-        print(f"error: {runnable(str(error))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+def _run(argv: list[str] | None, console: Any) -> int:
+    """Check the experiment, then dry-run it, run a listing side by side, or run it."""
+    args = parse_args(argv)
+    args.started = time.monotonic()  # the run's wall time is checked against the plan's estimate
+    if cross_cpu.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
+        cross_cpu.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
+    if is_listing(args.conf):  # a file that lists experiment files runs them side by side
+        from experiments.side_by_side import run_listing
+
+        return run_listing(args, console)
+    if args.fresh_ledger is not None and not args.fresh_ledger.strip():
+        raise InputError("--fresh-ledger: give the reason it is recorded with, e.g. --fresh-ledger 'new data vendor'")
+    ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
+    checked = preflight(args.conf, args.overrides, args.smoke_test, args.storage, args.output,
+                        fetch=not args.dry_run, console=console, hardware=args.hardware)
+    exp = checked.exp
+    console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
+                  f"({exp.num_trials()} trial(s))")
+    for line in [*checked.lines, cross_cpu.describe(), f"storage: {checked.storage.uri} ({checked.storage.source})"]:
+        console.print(line, markup=False, highlight=False)
+    if args.dry_run:
+        console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
+        console.print("resolved experiment:")
+        console.print(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False), markup=False)
+        return 0
+    from experiments.pipeline import run_experiment
+
+    return run_experiment(checked, ray_target, args, console)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+
+from envs.errors import InputError
 
 # Piped output (CI logs, `| tee`, nohup) is not cut into the terminal's 80 columns: text lines keep their
 # length (soft wrap) and a table gets the width it needs up to this.
@@ -54,3 +57,15 @@ def terminal_console() -> Console:
     if sys.stdout.isatty():
         return Console()
     return Console(width=PIPED_TABLE_WIDTH, soft_wrap=True)
+
+
+def exit_code(command: Callable[[], int], interrupted: str = "interrupted") -> int:
+    """A CLI's exit code: its body's; bad input (an InputError) is one line on stderr and 2, Ctrl-C 130."""
+    try:
+        return command()
+    except InputError as error:
+        print(f"error: {runnable(str(error))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        return 130

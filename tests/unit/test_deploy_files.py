@@ -188,18 +188,24 @@ def test_nodes_run_this_checkout_with_its_venv_and_an_instance_profile(path):
         assert node_type["node_config"]["ImageId"], f"{name}: Ray's default AMI is Ubuntu 18.04 / CUDA 11.2"
 
 
-def test_rayjob_passes_kuberay_crd_schema():
-    errors = rayjob_validator("v1.7.0").iter_errors(rayjob())
+# The run's RayJob, and the one the retrain's CronJob creates (kept in its ConfigMap)
+RAYJOBS = pytest.mark.parametrize("job", ["rayjob", "retrain_rayjob"])
+
+
+@RAYJOBS
+def test_rayjob_passes_kuberay_crd_schema(job):
+    errors = rayjob_validator("v1.7.0").iter_errors(globals()[job]())
     assert [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors] == []
 
 
-def test_rayjob_on_kuberay_1_4_lacks_only_auth_options():
+@RAYJOBS
+def test_rayjob_on_kuberay_1_4_lacks_only_auth_options(job):
     """docs/cluster.md tells KubeRay 1.4 users to delete authOptions and nothing else: keep that true."""
-    errors = list(rayjob_validator("v1.4.2").iter_errors(rayjob()))
+    errors = list(rayjob_validator("v1.4.2").iter_errors(globals()[job]()))
     where = [(list(e.absolute_path), e.validator) for e in errors]
     assert where == [(["spec", "rayClusterSpec"], "additionalProperties")]
     assert "authOptions" in errors[0].message
-    without_auth = rayjob()
+    without_auth = globals()[job]()
     del without_auth["spec"]["rayClusterSpec"]["authOptions"]
     rayjob_validator("v1.4.2").validate(without_auth)
 
@@ -212,11 +218,12 @@ def test_rayjob_on_kuberay_1_4_lacks_only_auth_options():
     lambda j: j["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].pop("groupName"),
     lambda j: j["spec"]["rayClusterSpec"]["authOptions"].update(mode="password"),
 ], ids=["entrypoint-typo", "unknown-key", "bool-type", "int-type", "required-field", "enum"])
-def test_kuberay_schema_refuses_a_broken_rayjob(break_it):
-    job = rayjob()
-    break_it(job)
+@RAYJOBS
+def test_kuberay_schema_refuses_a_broken_rayjob(break_it, job):
+    document = globals()[job]()
+    break_it(document)
     with pytest.raises(jsonschema.ValidationError):
-        rayjob_validator("v1.7.0").validate(job)
+        rayjob_validator("v1.7.0").validate(document)
 
 
 def test_rayjob_entrypoint_runs_the_platform_cli_on_s3():
@@ -456,32 +463,6 @@ def test_kubernetes_schemas_refuse_a_broken_retrain_document(key, break_it):
     break_it(doc)
     with pytest.raises(jsonschema.ValidationError):
         validator.validate(doc)
-
-
-def test_retrain_rayjob_passes_kuberay_crd_schema():
-    errors = rayjob_validator("v1.7.0").iter_errors(retrain_rayjob())
-    assert [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors] == []
-
-
-def test_retrain_rayjob_on_kuberay_1_4_lacks_only_auth_options():
-    errors = list(rayjob_validator("v1.4.2").iter_errors(retrain_rayjob()))
-    where = [(list(e.absolute_path), e.validator) for e in errors]
-    assert where == [(["spec", "rayClusterSpec"], "additionalProperties")]
-    assert "authOptions" in errors[0].message
-
-
-@pytest.mark.parametrize("break_it", [
-    lambda j: j["spec"].update(entryPoint=j["spec"].pop("entrypoint")),  # misspelled
-    lambda j: j["spec"].update(ttlSecondsAfterFinish=600),
-    lambda j: j["spec"].update(shutdownAfterJobFinishes="true"),
-    lambda j: j["spec"].update(ttlSecondsAfterFinished="600"),
-    lambda j: j["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].pop("groupName"),
-], ids=["entrypoint-typo", "ttl-typo", "bool-type", "int-type", "required-field"])
-def test_kuberay_schema_refuses_a_broken_retrain_rayjob(break_it):
-    job = retrain_rayjob()
-    break_it(job)
-    with pytest.raises(jsonschema.ValidationError):
-        rayjob_validator("v1.7.0").validate(job)
 
 
 def test_retrain_rayjob_runs_experiments_retrain_with_a_conf_of_the_repo():
