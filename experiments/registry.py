@@ -35,7 +35,7 @@ from experiments.policy import numpy_policy
 MODEL_CODE = Path(__file__).with_name("policy_model.py")
 REPO = Path(__file__).resolve().parents[1]
 CODE_PATHS = [str(REPO / "envs"), str(REPO / "algos")]
-# What the served model imports besides MLflow (tests/integration/test_retrain_serving.py checks no torch or Ray
+# What the served model imports besides MLflow (tests/integration/test_paper_trading.py checks no torch or Ray
 # is imported by serving); pinned to this machine's versions.
 SERVING_DISTRIBUTIONS = ("numpy", "pandas", "pyarrow", "pydantic", "gymnasium", "TA-Lib")
 

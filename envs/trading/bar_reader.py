@@ -6,7 +6,8 @@ features over the last `bars_needed` bars with the env's own code (`envs.trading
 normalizes them with the carried statistics (`apply_normalization`) and appends the held position's one-hot,
 as `SpotTradingEnv._observation` does. Every feature's value at a bar comes from a fixed look-back ending there
 (`envs.trading.features.rolling`), and the env's first decision comes after `bars_needed` bars, so the observation
-is the env's on every bar (tests/integration/test_retrain_serving.py checks every bar of a test window).
+is the env's on every bar (tests/unit/test_bars_policy.py and tests/integration/test_retrain_loop.py check every
+bar of a test window).
 
 Features that read another series than the bars (`asset:` and `series:` blocks) cannot come from bars alone:
 such a reader keeps only the reason, and `read` refuses in one line.

@@ -147,3 +147,25 @@ def test_an_alias_that_does_not_exist_is_refused_in_one_line(operations_loop):
         result = operations_loop.module(*command)
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
         assert "no such registered model version or alias (its aliases: challenger, champion)" in result.stderr
+
+
+LOAD_AND_DECIDE = """
+import json, sys
+import mlflow
+from envs.trading.data import load_bars
+model = mlflow.pyfunc.load_model(sys.argv[1])
+decision = model.predict(load_bars(sys.argv[2]).iloc[-model.unwrap_python_model().inputs.bars_needed:])
+print(json.dumps({"action": int(decision["action"].iloc[0]),
+                  "imported": sorted(m for m in ("torch", "ray") if m in sys.modules)}))
+"""
+
+
+def test_the_served_model_decides_from_bars_without_importing_torch_or_ray(operations_loop):
+    """Its requirements leave torch and Ray out (no CUDA wheels): loading it and deciding must not need them."""
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_DECIDE, f"models:/{operations_loop.model}@champion", str(operations_loop.data)],
+        cwd=operations_loop.root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": operations_loop.tracking_uri})
+    assert result.returncode == 0, result.stderr[-2000:]
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer["imported"] == [] and answer["action"] in (0, 1)

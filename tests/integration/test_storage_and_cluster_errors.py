@@ -93,7 +93,7 @@ def test_bars_from_s3_and_a_missing_object(s3, tmp_path):
     result, _ = run(tmp_path, "--dry-run", "--set", f"environment.env_config.data_path=s3://{BUCKET}/raw/BTC-USD_1h.parquet",
                     env=env)
     assert result.returncode == 0, result.stderr
-    assert "fold 3: train 2017-07-05" in result.stdout  # the folds were cut from the bars read from S3
+    assert "fold 3: train 2017-07-06" in result.stdout  # the folds were cut from the bars read from S3
     assert f"data_path: s3://{BUCKET}/raw/BTC-USD_1h.parquet?endpoint_override={s3.endpoint}" in result.stdout
     assert len(list((tmp_path / "out" / "features").glob("*.arrow"))) == 1  # the dry run stored the features
     refused = tmp_path / "refused"
