@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,20 +60,25 @@ class DriftBand:
     periods_per_year: float
     sharpe: tuple[float, float]
     turnover: tuple[float, float]
-    seen: list[tuple[float, float]] = field(default_factory=list)  # (log return, traded notional) per paper bar
-    drifting: bool = False  # the alarm is printed when the rolling values leave the band, not at every bar outside
+    seen: deque = field(default_factory=deque)  # (log return, traded notional) of the last `bars` paper bars
+    drifting: bool = False  # the alarm is raised when the rolling values leave the band, not at every bar outside
 
-    def check(self, log_return: float, traded: float) -> tuple[float, float, str]:
-        """The rolling Sharpe and turnover after this bar, and why they drifted ("" while inside the band)."""
+    def check(self, log_return: float, traded: float) -> tuple[float, float, str, bool]:
+        """The rolling Sharpe and turnover after this bar (as `rolling_stats` computes them for the band), why they
+        are outside the band ("" inside), and whether they just left it."""
         self.seen.append((log_return, traded))
-        del self.seen[:-self.bars]
+        if len(self.seen) > self.bars:
+            self.seen.popleft()
         if len(self.seen) < self.bars:
-            return float("nan"), float("nan"), ""
-        sharpe, turnover = rolling_stats(np.asarray(self.seen), self.bars, self.periods_per_year)
+            return float("nan"), float("nan"), "", False
+        window = np.asarray(self.seen)
+        std = float(window[:, 0].std())
+        sharpe = float(window[:, 0].mean()) / std * np.sqrt(self.periods_per_year) if std > 0 else 0.0
+        turnover = float(window[:, 1].sum())
         out = [f"{what} {value:.2f} outside {low:.2f}..{high:.2f}" for what, value, (low, high) in
-               (("Sharpe", sharpe[-1], self.sharpe), ("turnover", turnover[-1], self.turnover))
-               if not low <= value <= high]
-        return float(sharpe[-1]), float(turnover[-1]), "; ".join(out)
+               (("Sharpe", sharpe, self.sharpe), ("turnover", turnover, self.turnover)) if not low <= value <= high]
+        entered, self.drifting = bool(out) and not self.drifting, bool(out)
+        return sharpe, turnover, "; ".join(out), entered
 
 
 def rolling_stats(rows: np.ndarray, window: int, periods_per_year: float) -> tuple[np.ndarray, np.ndarray]:
@@ -227,6 +233,7 @@ class PaperTrader:
         if first >= len(bars):
             return False
         pending: list[Metric] = []
+        pending_tags: list[RunTag] = []
         last = {"equity": book.equity, "traded": book.ledger.traded_notional}
 
         def on_bar(stamp: pd.Timestamp, outcome: Any) -> None:
@@ -237,18 +244,15 @@ class PaperTrader:
                 values.update({f"fill_{k}": v for k, v in outcome.fill.items()})
             if band is not None:
                 traded = book.ledger.traded_notional - last["traded"]
-                sharpe, turnover, drift = band.check(float(np.log(outcome.equity / last["equity"])), traded)
+                sharpe, turnover, drift, entered = band.check(float(np.log(outcome.equity / last["equity"])), traded)
                 values.update({"rolling_sharpe": sharpe, "rolling_turnover": turnover, "drift_alarm": float(bool(drift))})
-                if drift and not band.drifting:
+                if entered:
                     print(f"drift alarm at {stamp}: {drift} (band: the model's backtest)", flush=True)
                     pending_tags.append(RunTag(DRIFT_TAG, f"{stamp}: {drift}"))
-                band.drifting = bool(drift)
             last.update(equity=outcome.equity, traded=book.ledger.traded_notional)
             pending.extend(Metric(k, v, at, step) for k, v in values.items() if np.isfinite(v))
             if len(pending) >= 900 or self.args.follow:
                 flush()
-
-        pending_tags: list[RunTag] = []
 
         def flush() -> None:
             # One write: the bars' metrics and the state after the last of them (a crash resumes from here)

@@ -14,8 +14,9 @@ such a reader keeps only the reason, and `read` refuses in one line.
 """
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -74,6 +75,11 @@ class BarReader:
                                          "takes this model's observations, not bars")
         return cls(**common, feature_bars=needed, mean=market.feature_mean, std=market.feature_std)
 
+    @functools.cached_property
+    def _items(self) -> tuple:
+        """The feature list as objects, parsed once per reader (not per decision)."""
+        return parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
+
     @property
     def bars_needed(self) -> int:
         """The last bars `read` needs: every feature's look-back behind each row of the window."""
@@ -93,7 +99,7 @@ class BarReader:
                 "timeframe": self.timeframe}
 
     def save(self, path: str | Path) -> None:
-        config = {key: value for key, value in vars(self).items() if key not in ("mean", "std")}
+        config = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mean", "std")}
         config.update(format=FORMAT, positions=list(self.positions))
         with open(path, "wb") as handle:
             np.savez(handle, config=np.array(json.dumps(config)), mean=self.mean, std=self.std)
@@ -116,8 +122,7 @@ class BarReader:
             raise InputError(f"position {position:g} is not one of this model's positions "
                              f"({', '.join(f'{p:g}' for p in self.positions)})")
         frame = self._checked(bars)
-        items = parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
-        raw = build_raw(items, frame, self.timeframe, "model features")
+        raw = build_raw(self._items, frame, self.timeframe, "model features")
         rows = apply_normalization(raw.values[-self.window:], self.mean, self.std)
         one_hot = np.zeros(len(self.positions), dtype=np.float32)
         one_hot[self.positions.index(position)] = 1.0
@@ -145,7 +150,7 @@ class BarReader:
             raise InputError(f"bars need the columns {', '.join(BAR_COLUMNS)} and a timestamp; missing: "
                              f"{', '.join(missing)}")
         if "symbol" in bars.columns and set(bars["symbol"].astype(str)) != {self.symbol}:
-            other = sorted(set(bars["symbol"].astype(str)) - {self.symbol})[0]
+            other = min(set(bars["symbol"].astype(str)) - {self.symbol})
             raise InputError(f"bars of {other}: this model trades {self.symbol}")
         frame = bars.set_index("timestamp") if "timestamp" in bars.columns else bars
         try:
