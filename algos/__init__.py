@@ -15,6 +15,7 @@ from envs.validation import unknown_name
 ALGORITHMS: dict[str, str] = {
     "dqn": "algos.dqn",  # double/dueling/n-step DQN with prioritized replay; FastDQN by default
     "ppo": "algos.ppo",  # PPO (clipped surrogate, GAE)
+    "sac": "algos.sac",  # SAC (twin Q, tuned entropy, squashed Gaussian) for Box actions
 }
 
 

@@ -18,6 +18,7 @@ from ray.tune.registry import register_env
 
 import envs
 from algos.spec import BuildInputs, SelectionRule
+from algos.tree_path import value_at
 
 # Every result carries the value of `tune.metric` under this top-level key. Tune's keep-K checkpoint
 # bookkeeping looks its score attribute up in the *unflattened* result
@@ -57,13 +58,9 @@ def register_environment(env_id: str) -> None:
 
 
 def lookup(result: dict[str, Any], metric: str) -> Any:
-    """The value at a "/"-separated metric path of a nested result, or None."""
-    node: Any = result
-    for part in metric.split("/"):
-        if not isinstance(node, dict) or part not in node:
-            return result.get(metric)  # a flat key that itself contains "/"
-        node = node[part]
-    return node
+    """The value at a "/"-separated metric path of a nested result; a flat key that itself contains "/" when the
+    path leads nowhere; else None."""
+    return value_at(result, metric, sep="/", default=result.get(metric))
 
 
 def copy_selection_score(metric: str, mode: str, rule: SelectionRule = SelectionRule(), *, result: dict[str, Any],

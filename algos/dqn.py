@@ -18,10 +18,8 @@ if TYPE_CHECKING:
     from ray.rllib.algorithms.dqn import DQNConfig
 
 REPLAY_BUFFERS = {"prioritized": "PrioritizedEpisodeReplayBuffer", "uniform": "EpisodeReplayBuffer"}
-# Env steps/s of each training implementation relative to stock RLlib DQN, for time estimates (presets declare
-# stock RLlib's rate): FastDQN ran 3,000-3,400 env steps/s per trial on conf/dqn_btc.yaml, 2 trials at once on
-# 2 cores (32 envs per call, prioritized replay), where the cpu preset declares 300 for stock RLlib; alone, the
-# `train` benchmark measured 5.2x (docs/benchmarks.md).
+# Env steps/s of each training implementation relative to stock RLlib DQN, which hardware presets declare: time
+# estimates multiply the preset's rate by it. Raise "fast" if estimates run long (measurements: docs/benchmarks.md).
 IMPLEMENTATION_SPEEDUP = {"rllib": 1.0, "fast": 10.0}
 
 
@@ -107,6 +105,7 @@ SPEC = AlgorithmSpec(
     build=build,
     trainable=trainable,
     greedy=GreedyRule(output="actions"),  # DQN's forward_inference already takes the argmax of Q
+    action_spaces=("discrete",),
     smoke_overrides=("training.num_steps_sampled_before_learning_starts=100",),
     learner_metrics=("qf_loss", "qf_mean", "qf_max", "qf_min", "td_error_mean", "last_target_update_ts",
                      "num_target_updates"),

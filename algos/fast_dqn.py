@@ -22,7 +22,7 @@ What changes against `ray.rllib.algorithms.dqn.DQN` (new API stack), and why:
   (fractional updates carry over), default RLlib's native ratio when unset.
 
 Checkpoints are the stock layout (learner_group/learner/rl_module/default_policy), so
-`experiments.policy.load_greedy_policy` and `Algorithm.from_checkpoint` read them.
+`experiments.results.policy.load_module_policy` and `Algorithm.from_checkpoint` read them.
 """
 from __future__ import annotations
 

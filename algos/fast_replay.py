@@ -56,13 +56,6 @@ class FlatReplayBuffer:
         self._stamp = np.full(self.capacity, -1, dtype=np.int64)  # which transition a slot holds
         self._next = np.full(self.capacity, -1, dtype=np.int64)  # stamp of the episode's next transition
 
-    def add_transitions(self, episode_id: str, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-                        terminated: bool, done: bool) -> None:
-        """One episode chunk: `obs` holds len(actions) + 1 observations (the last is the next state)."""
-        first = self._added
-        self._store(episode_id, obs, actions, rewards, terminated, done)
-        self._on_stored(first)
-
     def _store(self, episode_id: str, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                terminated: bool, done: bool) -> None:
         length = len(actions)

@@ -40,14 +40,14 @@ ALIGNMENT = 64  # bytes: a cache line, and the widest SIMD register numpy's loop
 def _refuse(what: str) -> InputError:
     """The one-line refusal of a module the numpy forward pass does not cover."""
     return InputError(f"{what} is not supported by the numpy policy (algos/numpy_policy.py); "
-                      "the policy can still be scored with torch (experiments.policy.load_module_policy)")
+                      "the policy can still be scored with torch (experiments.results.policy.load_module_policy)")
 
 
 def export_module(module: Any, greedy: GreedyRule) -> dict[str, np.ndarray]:
     """The weights and structure of a default DQN (dueling or not, num_atoms 1) or PPO (discrete actions)
     torch RLModule as a flat dict of numpy arrays for `np.savez`; `greedy` is its algorithm's rule
     (AlgorithmSpec.greedy), checked against the module so the numpy policy picks the actions
-    `experiments.policy` picks. InputError (one line) for anything else: distributional DQN, LSTM/attention
+    `experiments.results.policy` picks. InputError (one line) for anything else: distributional DQN, LSTM/attention
     or CNN encoders, continuous actions, a customised module class or an unknown layer."""
     import gymnasium as gym
     from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule

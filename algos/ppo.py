@@ -65,6 +65,7 @@ SPEC = AlgorithmSpec(
     build=build,
     trainable=lambda training: "PPO",
     greedy=GreedyRule(output="action_dist_inputs", argmax=True),  # the most probable action of the categorical
+    action_spaces=("discrete", "box"),  # RLlib's PPO; its greedy rule and numpy export cover discrete actions only
     smoke_overrides=("training.train_batch_size_per_learner=256", "training.minibatch_size=64",
                      "training.num_epochs=2"),
     learner_metrics=("policy_loss", "vf_loss", "vf_loss_unclipped", "vf_explained_var", "entropy", "mean_kl_loss",

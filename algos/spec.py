@@ -1,9 +1,9 @@
 """What an algorithm brings to the platform (`algos.ALGORITHMS`), without importing Ray.
 
 Each algorithm module defines one `AlgorithmSpec`: the model of its `training` section, the builder
-that turns plain values (`BuildInputs`) into an RLlib config, what Tune runs, how its RLModule's
-output becomes greedy actions, its smoke-test budget and the result keys its learners report. The
-platform (`experiments/`) knows algorithms only through this.
+that turns plain values (`BuildInputs`) into an RLlib config, what Tune runs, the action spaces it acts
+in, how its RLModule's output becomes greedy actions, its smoke-test budget and the result keys its
+learners report. The platform (`experiments/`) knows algorithms only through this.
 """
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+import gymnasium as gym
+import numpy as np
 from pydantic import Field
 
+from envs.errors import InputError
 from envs.validation import StrictModel
 
+# The gymnasium action-space kinds an algorithm may declare (AlgorithmSpec.action_spaces).
+ACTION_SPACE_KINDS: dict[str, type[gym.Space]] = {"discrete": gym.spaces.Discrete, "box": gym.spaces.Box}
 DEFAULT_BATCH = 32  # training.train_batch_size_per_learner's default: the batch of one update per learner
 
 
@@ -95,16 +100,50 @@ class BuildInputs:
 
 @dataclass(frozen=True)
 class GreedyRule:
-    """How a forward_inference output becomes greedy actions: the output key, and whether it holds
-    per-action scores (logits) whose argmax is the action. Data, not code, so the registered MLflow model
-    (experiments/policy_model.py) applies it without importing the platform."""
+    """How a forward_inference output becomes greedy actions: the output key, and either that it holds
+    per-action scores (logits) whose argmax is the action (`argmax`), or a squashed Gaussian's inputs whose mean
+    is the action (`squash`: the first half of the last axis is the mean; the action is tanh(mean), rescaled
+    from [-1, 1] to the Box's [low, high] as RLlib's env runners unsquash a sampled action), or neither: the
+    output is the action. Data, not code, so the registered MLflow model (experiments/policy_model.py) applies
+    it without importing the platform. Works on numpy arrays and torch tensors alike."""
 
     output: str
     argmax: bool = False
+    squash: bool = False
 
-    def actions(self, out: dict[str, Any]) -> Any:
+    def __post_init__(self) -> None:
+        if self.argmax and self.squash:
+            raise InputError(f"greedy rule for {self.output!r}: argmax (discrete) and squash (Box) exclude each other")
+
+    def actions(self, out: dict[str, Any], space: Any = None) -> Any:
+        """The greedy actions of a forward_inference output. `space`: the action space (a gymnasium Box, or
+        anything with its `low` and `high` arrays), used by `squash` only; without it (or with infinite bounds,
+        which RLlib leaves unscaled too) a squashed action stays in [-1, 1]."""
         values = out[self.output]
-        return values.argmax(-1) if self.argmax else values
+        if self.argmax:
+            return values.argmax(-1)
+        if self.squash:
+            return _squashed_mean(values, space)
+        return values
+
+
+def _squashed_mean(values: Any, space: Any) -> Any:
+    """tanh of the mean half of a squashed Gaussian's inputs, rescaled to `space`'s bounds when they are finite."""
+    mean = values[..., :values.shape[-1] // 2]
+    unit = mean.tanh() if hasattr(mean, "tanh") else np.tanh(mean)  # a torch tensor keeps its type and device
+    if space is None or not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+        return unit
+    low, high = _like(space.low, unit), _like(space.high, unit)
+    # RLlib's unsquash_action (ray/rllib/utils/spaces/space_utils.py), in its order of operations, then
+    # clipped: the rescaled tanh can land one rounding step outside the bounds.
+    return ((unit + 1.0) * (high - low) / 2.0 + low).clip(low, high)
+
+
+def _like(bound: Any, values: Any) -> Any:
+    """An action-space bound as the type, dtype (and device) of `values`, so the arithmetic stays in one library."""
+    if hasattr(values, "new_tensor"):
+        return values.new_tensor(np.asarray(bound))
+    return np.asarray(bound, dtype=values.dtype)
 
 
 # Result keys every RLlib algorithm reports (new API stack), as paths "a/b/c" into its result.
@@ -127,6 +166,7 @@ class AlgorithmSpec:
     build: Callable[[BuildInputs], Any]          # -> ray.rllib AlgorithmConfig
     trainable: Callable[[dict[str, Any]], Any]    # training section (dict) -> what Tune runs (name or class)
     greedy: GreedyRule
+    action_spaces: tuple[str, ...]                 # kinds of ACTION_SPACE_KINDS its RLModule acts in
     # --set overrides that make a --smoke-test run short, on top of the platform's (2 trials x 2 iterations).
     smoke_overrides: tuple[str, ...] = ()
     learner_metrics: tuple[str, ...] = ()          # keys under learners/<module id>/ beyond the common ones
@@ -144,6 +184,16 @@ class AlgorithmSpec:
     # Whether its learner splits an update's batch unevenly over data-parallel learners, weighting each slice's loss
     # by its share (FastDQN); stock RLlib learners need a batch divisible by the learners.
     splits_batch_unevenly: Callable[[Any], bool] = field(default=lambda training: False)
+
+    def __post_init__(self) -> None:
+        unknown = [kind for kind in self.action_spaces if kind not in ACTION_SPACE_KINDS]
+        if unknown or not self.action_spaces:
+            raise InputError(f"algorithm {self.name}: action_spaces {list(self.action_spaces)} must name one or more "
+                             f"of {', '.join(ACTION_SPACE_KINDS)}")
+
+    def supports(self, space: gym.Space) -> bool:
+        """Whether this algorithm acts in the gymnasium action space `space` (a Discrete, a Box, ...)."""
+        return any(isinstance(space, ACTION_SPACE_KINDS[kind]) for kind in self.action_spaces)
 
     def result_keys(self) -> list[str]:
         """Every fixed result key this algorithm reports (tune.metric and tune.stop must name one)."""

@@ -11,11 +11,12 @@ that scores a trained policy on its held-out split (`envs.report.EvaluationRepor
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import gymnasium as gym
 
+from envs.baselines import Baseline
 from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
 from envs.validation import did_you_mean, validate
@@ -29,7 +30,7 @@ class EnvFamily:
     scorer: str       # "module:function(policy, env_config) -> EvaluationReport" on the held-out part
     # The env takes env_config `protocol` and `fold` (envs.splits), tells its parts' periods with
     # `split_periods()`, and its reports carry per-period returns and periods_per_year: experiments can
-    # run walk-forward folds and end with a verdict (experiments.verdict).
+    # run walk-forward folds and end with a verdict (experiments.results.verdict).
     folds: bool = False
     # "module:Class" of a native gymnasium.vector.VectorEnv (N envs in one numpy step), or None: RLlib's env
     # runners then use gymnasium's SyncVectorEnv over single envs.
@@ -58,9 +59,71 @@ class EnvFamily:
     # served policy (`for_env_config(env_config)`, `save`/`load`, `accepts(frame)`, `decide(frame, policy)`), or None:
     # the registered model takes observations only.
     input_reader: str | None = None
+    # The agent's headline test metrics (keys of EvaluationReport.agent_metrics) that `experiments.compare` shows next
+    # to each trial's training and validation returns.
+    comparison_columns: tuple[str, ...] = ()
+    # "module:TABLE" of its baselines (envs.baselines.Baseline, headline first), which its scorer runs next to the
+    # agent; None: plain Gymnasium ids, scored against random actions.
+    baselines: str | None = None
+    env_id: str = ""  # the id this entry was resolved for (envs.family fills it; the table's keys are the ids)
+
+    @property
+    def has_vector_env(self) -> bool:
+        """Whether the family has a native vector implementation (vector_entry_point)."""
+        return bool(self.vector_entry_point)
+
+    def make(self, env_config: dict[str, Any] | None = None) -> gym.Env:
+        return make_env(self.env_id, env_config)
+
+    def evaluator(self) -> Callable[[Policy, dict[str, Any]], EvaluationReport] | None:
+        """The out-of-sample scorer (`scorer`), or None for plain Gymnasium ids."""
+        return _load(self.scorer) if self.scorer else None
+
+    def importance_function(self) -> Callable[[Policy, dict[str, Any]], Any] | None:
+        """The feature-importance function (validation data only), or None."""
+        return _load(self.importance) if self.importance else None
+
+    def baseline_table(self) -> tuple[Baseline, ...]:
+        """The family's baselines, headline first (empty for plain Gymnasium ids)."""
+        return _load(self.baselines) if self.baselines else ()
+
+    def reader_class(self) -> Any | None:
+        """The class that reads the family's raw inputs for a served policy (input_reader), or None."""
+        return _load(self.input_reader) if self.input_reader else None
+
+    def check_config(self, env_config: dict[str, Any], source: str, prefix: str = "environment.env_config.") -> None:
+        """Validate an env_config against the family's model (no data is read); InputError naming the key."""
+        if self.config_model:
+            validate(_load(self.config_model), dict(env_config), source, prefix)
+
+    def timeframe(self, env_config: dict[str, Any]) -> str | None:
+        """The bar interval an env config declares (e.g. "1h"), for families that have one."""
+        return env_config.get(self.timeframe_key) if self.timeframe_key else None
+
+    def run_tags(self, env_config: dict[str, Any]) -> dict[str, str]:
+        """MLflow tags of a run of this env: the family's tag keys and the data it reads."""
+        tags = {key: str(env_config[key]) for key in self.tag_keys if env_config.get(key) is not None}
+        return {**tags, "data": self.data_label(env_config)}
+
+    def data_label(self, env_config: dict[str, Any]) -> str:
+        """What data a run reads: the first of the family's data keys that is set, else the env id."""
+        return next((str(env_config[key]) for key in self.data_keys if env_config.get(key) is not None), self.env_id)
+
+    def attach_store(self, env_config: dict[str, Any], uri: str) -> None:
+        """Give the env config the run's feature store (`uri`), for families that cache features (`store_key`),
+        unless the file names one."""
+        if self.store_key and not env_config.get(self.store_key):
+            env_config[self.store_key] = uri
+
+    def prepare_data(self, env_config: dict[str, Any], searched: dict[str, list[Any]], fetch: bool,
+                     log: Callable[[str], None]) -> list[str]:
+        """Make the data a run needs local (`prepare`); returns what is still missing."""
+        return _load(self.prepare)(env_config, searched, fetch, log) if self.prepare else []
 
 
 _TESTPRIO_CONFIG = "envs.agents.testprio.config:PrioritizationConfig"
+_TESTPRIO_COLUMNS = ("eval/nrpa", "eval/apfd", "eval/paper_nrpa")
+_TESTPRIO_BASELINES = "envs.agents.testprio.baselines:BASELINES"
 ENVIRONMENTS: dict[str, EnvFamily] = {
     "trading/Spot-v0": EnvFamily(
         "envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy", folds=True,
@@ -68,16 +131,20 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
         data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
         path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
-        unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader"),
+        unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
+        comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"), baselines="envs.trading.backtest:BASELINES"),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
-        config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),
+        config_model=_TESTPRIO_CONFIG, data_keys=("data_path",), comparison_columns=_TESTPRIO_COLUMNS,
+        baselines=_TESTPRIO_BASELINES),
     "agents/TestPrioritizationPairwise-v0": EnvFamily(
         "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
-        "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=("data_path",)),
+        "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=("data_path",),
+        comparison_columns=_TESTPRIO_COLUMNS, baselines=_TESTPRIO_BASELINES),
     "agents/TestGeneration-v0": EnvFamily(
         "envs.agents.testgen.env:TestGenerationEnv", "envs.agents.testgen.evaluate:evaluate_policy",
-        config_model="envs.agents.testgen.config:TestGenerationConfig", data_keys=("test_programs",)),
+        config_model="envs.agents.testgen.config:TestGenerationConfig", data_keys=("test_programs",),
+        comparison_columns=("eval/arcs", "eval/gained"), baselines="envs.agents.testgen.baselines:BASELINES"),
 }
 
 for _env_id, _family in ENVIRONMENTS.items():
@@ -110,78 +177,15 @@ def make_vector_env(env_id: str, num_envs: int, env_config: dict[str, Any] | Non
     family has one, else gymnasium's SyncVectorEnv (what RLlib's env runners get, see algos/dqn.py)."""
     require_registered(env_id)
     config = {key: value for key, value in dict(env_config or {}).items() if key != "num_envs"}
-    if has_vector_env(env_id):
+    if family(env_id).has_vector_env:
         return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", config=config)
     return gym.vector.SyncVectorEnv([lambda: make_env(env_id, config) for _ in range(num_envs)])
 
 
-def has_vector_env(env_id: str) -> bool:
-    """Whether `env_id` has a native vector implementation (EnvFamily.vector_entry_point)."""
-    entry = ENVIRONMENTS.get(env_id)
-    return bool(entry and entry.vector_entry_point)
-
-
-def evaluator_for(env_id: str) -> Callable[[Policy, dict[str, Any]], EvaluationReport] | None:
-    """The out-of-sample scorer of a platform env id, or None for plain Gymnasium ids."""
-    entry = ENVIRONMENTS.get(env_id)
-    return _load(entry.scorer) if entry else None
-
-
-def importance_for(env_id: str) -> Callable[[Policy, dict[str, Any]], Any] | None:
-    """The family's feature-importance function (validation data only), or None."""
-    hook = family(env_id).importance
-    return _load(hook) if hook else None
-
-
-def input_reader_for(env_id: str) -> Any | None:
-    """The class that reads the family's raw inputs for a served policy (EnvFamily.input_reader), or None."""
-    entry = family(env_id).input_reader
-    return _load(entry) if entry else None
-
-
-def supports_folds(env_id: str) -> bool:
-    """Whether `env_id` runs walk-forward folds and reports returns for a verdict."""
-    entry = ENVIRONMENTS.get(env_id)
-    return bool(entry and entry.folds)
-
-
 def family(env_id: str) -> EnvFamily:
-    """The entry of a platform env id; plain Gymnasium ids (CartPole-v1) get an empty one."""
-    return ENVIRONMENTS.get(env_id) or EnvFamily(entry_point="", scorer="")
-
-
-def check_env_config(env_id: str, env_config: dict[str, Any], source: str,
-                     prefix: str = "environment.env_config.") -> None:
-    """Validate an env_config against its family's model (no data is read); InputError naming the key."""
-    model = family(env_id).config_model
-    if model:
-        validate(_load(model), dict(env_config), source, prefix)
-
-
-def timeframe_of(env_id: str, env_config: dict[str, Any]) -> str | None:
-    """The bar interval an env config declares (e.g. "1h"), for families that have one."""
-    key = family(env_id).timeframe_key
-    return env_config.get(key) if key else None
-
-
-def run_tags(env_id: str, env_config: dict[str, Any]) -> dict[str, str]:
-    """MLflow tags of a run of this env: the family's tag keys and the data it reads."""
-    entry = family(env_id)
-    tags = {key: str(env_config[key]) for key in entry.tag_keys if env_config.get(key) is not None}
-    return {**tags, "data": data_label(env_id, env_config)}
-
-
-def data_label(env_id: str, env_config: dict[str, Any]) -> str:
-    """What data a run reads: the first of the family's data keys that is set, else the env id."""
-    return next((str(env_config[key]) for key in family(env_id).data_keys if env_config.get(key) is not None), env_id)
-
-
-def attach_store(env_id: str, env_config: dict[str, Any], uri: str) -> None:
-    """Give the env config the run's feature store (`uri`), for families that cache features (`store_key`), unless
-    the file names one."""
-    key = family(env_id).store_key
-    if key and not env_config.get(key):
-        env_config[key] = uri
+    """The family of an env id, resolved once per run and handed down (`ExperimentConfig.family`); plain Gymnasium
+    ids (CartPole-v1) get an empty one that scores, caches and tags nothing."""
+    return replace(ENVIRONMENTS.get(env_id) or EnvFamily(entry_point="", scorer=""), env_id=env_id)
 
 
 def plan_lines(env: gym.Env) -> list[str]:
@@ -190,13 +194,5 @@ def plan_lines(env: gym.Env) -> list[str]:
     return list(describe()) if callable(describe) else []
 
 
-def prepare_data(env_id: str, env_config: dict[str, Any], searched: dict[str, list[Any]], fetch: bool,
-                 log: Callable[[str], None]) -> list[str]:
-    """Make the data a run needs local (the family's `prepare`); returns what is still missing."""
-    hook = family(env_id).prepare
-    return _load(hook)(env_config, searched, fetch, log) if hook else []
-
-
-__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "attach_store", "check_env_config",
-           "data_label", "evaluator_for", "family", "has_vector_env", "importance_for", "input_reader_for", "make_env", "make_vector_env", "plan_lines",
-           "prepare_data", "require_registered", "run_tags", "supports_folds", "timeframe_of"]
+__all__ = ["ENVIRONMENTS", "EnvFamily", "EvaluationReport", "Policy", "family", "make_env", "make_vector_env",
+           "plan_lines", "require_registered"]

@@ -1,8 +1,9 @@
-"""The one exception type for bad user input (files, keys, values).
+"""The two exception types a command ends with: bad user input (files, keys, values) and faults outside it.
 
 Everything the user can fix by editing a file or a flag raises `InputError` with a
 message that names the file or key and says how to fix it. The CLI prints the message
-on one line and exits with code 2; no traceback is shown for these.
+on one line and exits with code 2; no traceback is shown for these. `RunFault` is the same for what the
+user did not cause, with exit code 4.
 """
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from pathlib import Path
 
 class InputError(ValueError):
     """Bad user input: the message alone must tell the user what to change."""
+
+
+class RunFault(Exception):
+    """A fault outside the user's input ended a command (a server gone, a disk full, a store that lost a file the
+    run wrote). The message is the one line the user sees; CLIs exit 4 (docs/faults.md)."""
 
 
 def read_user_text(path: Path, what: str, fix: str, encoding: str = "utf-8") -> str:

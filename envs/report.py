@@ -13,7 +13,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-# A greedy policy: a batch of observations (n, obs_dim) -> a batch of discrete actions (n,).
+# A greedy policy: a batch of observations (n, obs_dim) -> a batch of actions: discrete actions (n,) for a
+# Discrete action space, continuous actions (n, action_dim) for a Box one (e.g. trading's target exposure, action_dim 1).
 Policy = Callable[[np.ndarray], np.ndarray]
 
 
@@ -32,11 +33,11 @@ class EvaluationReport:
     notes: list[str] = field(default_factory=list)
     # Per-period log returns of each strategy (columns as in `table`), net of costs, on the held-out
     # part's time axis. Families that report them get verdicts across folds and seeds
-    # (experiments.verdict): deflated Sharpe ratios and the probability of backtest overfitting.
+    # (experiments.results.verdict): deflated Sharpe ratios and the probability of backtest overfitting.
     returns: pd.DataFrame | None = None
     # How many of those periods make a year (the family knows its calendar): annualizes the verdict's Sharpe.
     periods_per_year: float | None = None
-    # What the scores were measured on, for the trials ledger (experiments.trials_ledger): a digest of the data's
+    # What the scores were measured on, for the trials ledger (experiments.results.trials_ledger): a digest of the data's
     # content, every held-out window of its protocol (all folds, not only those a run scored) and a label.
     data_digest: str | None = None
     windows: tuple[tuple[str, str], ...] = ()

@@ -1,6 +1,6 @@
 """One way to validate what a user wrote, and one style of error for it.
 
-Experiment files (`experiments.config`), algorithm sections (`algos/`) and every env family's
+Experiment files (`experiments.config.experiment`), algorithm sections (`algos/`) and every env family's
 env_config are pydantic models derived from `StrictModel` (unknown keys are errors, numbers written
 as text such as `1e-4` become numbers). A `ValidationError` becomes an `InputError` through
 `describe_validation_error`: one line naming the file and the dotted key, with a "did you

@@ -24,9 +24,10 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 import envs
+from envs.errors import InputError
+from experiments.shell import exit_code
 
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
-DEFAULT_EXPERIMENT = "dqn_btc"
 TRAIN_RETURN = "env_runners/episode_return_mean"
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"
 LEARNING_CURVE_METRICS = (TRAIN_RETURN, EVAL_RETURN)
@@ -37,11 +38,21 @@ PARENT_TAG = "mlflow.parentRunId"
 DISPLAY_OPTIONS = ("display.float_format", "{:.4g}".format, "display.max_columns", 50)
 
 
-def settings(tracking_uri: str | None = None, experiment_name: str | None = None) -> tuple[str, str]:
+def settings(tracking_uri: str | None = None, experiment_name: str | None = None) -> tuple[str, str | None]:
     """The tracking URI and experiment name to use: the arguments, else the environment variables
-    `MLFLOW_TRACKING_URI` / `EXPERIMENT_NAME`, else `sqlite:///mlruns/mlflow.db` and `dqn_btc`."""
+    `MLFLOW_TRACKING_URI` / `EXPERIMENT_NAME`, else `sqlite:///mlruns/mlflow.db` and no name (`newest_experiment`)."""
     return (tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI,
-            experiment_name or os.environ.get("EXPERIMENT_NAME") or DEFAULT_EXPERIMENT)
+            experiment_name or os.environ.get("EXPERIMENT_NAME"))
+
+
+def newest_experiment(client: MlflowClient) -> str:
+    """The name of the experiment whose newest sweep started last: what a user who just ran one means."""
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.role = 'sweep'",
+                              max_results=1, order_by=["attributes.start_time DESC"])
+    if not runs:
+        raise InputError(f"{client.tracking_uri}: no sweep runs yet: run `python -m experiments.run "
+                         "conf/<name>.yaml` first, or pass --tracking-uri")
+    return client.get_experiment(runs[0].info.experiment_id).name
 
 
 def open_client(tracking_uri: str) -> MlflowClient:
@@ -50,7 +61,7 @@ def open_client(tracking_uri: str) -> MlflowClient:
     if tracking_uri.startswith("sqlite:///"):
         path = Path(tracking_uri.removeprefix("sqlite:///"))
         if not path.is_file():
-            raise FileNotFoundError(f"no MLflow store at {path.resolve()}: run `python -m experiments.run "
+            raise InputError(f"no MLflow store at {path.resolve()}: run `python -m experiments.run "
                                     "conf/<name>.yaml` first, or set MLFLOW_TRACKING_URI")
     return MlflowClient(tracking_uri=tracking_uri)
 
@@ -60,7 +71,7 @@ def experiment_id(client: MlflowClient, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         known = sorted(e.name for e in client.search_experiments())
-        raise LookupError(f"no MLflow experiment named {name!r} at {client.tracking_uri}; known: {known}")
+        raise InputError(f"no MLflow experiment named {name!r} at {client.tracking_uri}; known: {known}")
     return experiment.experiment_id
 
 
@@ -89,13 +100,13 @@ def child_runs(client: MlflowClient, exp_id: str, parent_run_id: str) -> list[Ru
 def pick_parent(parents: Sequence[Run], run_id: str | None = None) -> Run:
     """The parent run with id `run_id`, or the newest one (`parents` is newest first)."""
     if not parents:
-        raise LookupError("the experiment has no sweep runs (tag role=sweep)")
+        raise InputError("the experiment has no sweep runs (tag role=sweep): run it with `python -m experiments.run`")
     if run_id is None:
         return max(parents, key=lambda r: r.info.start_time or 0)
     for run in parents:
         if run.info.run_id == run_id:
             return run
-    raise LookupError(f"no sweep run {run_id!r}; known: {[r.info.run_id for r in parents]}")
+    raise InputError(f"--run {run_id}: no such sweep run; known: {[r.info.run_id for r in parents]}")
 
 
 def symbol(run: Run) -> str:
@@ -242,34 +253,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI, else "
                                                f"{DEFAULT_TRACKING_URI})")
-    parser.add_argument("--experiment", help=f"MLflow experiment (default: EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})")
+    parser.add_argument("--experiment", help="MLflow experiment (default: EXPERIMENT_NAME, else the one with the newest "
+                                             "sweep)")
     parser.add_argument("--run", help="the sweep's (parent) run id (default: the newest sweep)")
     parser.add_argument("--csv", type=Path, help="also write the trials table to this CSV file")
     return parser.parse_args(argv)
 
 
-# The trial table's metrics in the CLI: training and validation return, and the trial's own test scores.
-CLI_METRICS = (TRAIN_RETURN, EVAL_RETURN, "eval/total_return", "eval/sharpe", "eval/trades", "eval/nrpa")
+def cli_metrics(parent: Run) -> tuple[str, ...]:
+    """The trial table's metrics in the CLI: training and validation return, and the env family's headline test
+    scores (`envs.EnvFamily.comparison_columns`)."""
+    return (TRAIN_RETURN, EVAL_RETURN, *envs.family(parent.data.tags.get("env", "")).comparison_columns)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    return exit_code(lambda: compare(parse_args(argv)))
+
+
+def compare(args: argparse.Namespace) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in a table
     uri, name = settings(args.tracking_uri, args.experiment)
-    try:
-        client = open_client(uri)
-        exp_id = experiment_id(client, name)
-        parents = parent_runs(client, exp_id)
-        parent = pick_parent(parents, args.run)
-    except (FileNotFoundError, LookupError) as error:
-        from experiments.shell import runnable
-
-        print(f"error: {runnable(str(error.args[0]))}", file=sys.stderr)
-        return 2
+    client = open_client(uri)
+    name = name or newest_experiment(client)
+    exp_id = experiment_id(client, name)
+    parents = parent_runs(client, exp_id)
+    parent = pick_parent(parents, args.run)
     print(f"experiment {name!r} at {uri}: {len(parents)} sweep(s), newest first")
     print("\n".join(_sweep_line(run) for run in parents))
     trials = child_runs(client, exp_id, parent.info.run_id)
-    table = runs_table(trials, params=varying_params(trials), metric_prefixes=(), metrics=CLI_METRICS)
+    table = runs_table(trials, params=varying_params(trials), metric_prefixes=(), metrics=cli_metrics(parent))
     table = table.reset_index().set_index("run_name").drop(columns=["symbol"] if not table["symbol"].any() else [])
     print(f"\nsweep {parent.info.run_id}: {len(trials)} trial(s)")
     with pd.option_context(*DISPLAY_OPTIONS, "display.width", 250, "display.max_colwidth", 40):

@@ -12,7 +12,7 @@ parquet layout (see envs.trading.fetch).
 to a dataset (local or s3://) without rewriting its history: other symbol or timeframe, a hole at the seam, or
 overlapping bars that differ from the stored ones (unless --force) are refused and nothing is written; the
 previous version is kept beside it as `<stem>.<UTC time>.parquet` (envs.trading.bars_update,
-experiments.dataset_versions). For example `update data/raw/BTC-USD_1h.parquet --from latest.csv` prints:
+experiments.storage.dataset_versions). For example `update data/raw/BTC-USD_1h.parquet --from latest.csv` prints:
     appended 700 1h bars 2019-09-18 06:00 .. 2019-10-17 09:00 from latest.csv
     overlap: 24 bars already stored and identical, skipped
     gaps in the new bars: no gaps
@@ -140,7 +140,7 @@ def _reads_as(read: Callable[[str], object], timeframe: str) -> bool:
 
 
 def _update(args: argparse.Namespace) -> int:
-    from experiments.dataset_versions import open_dataset, replace_dataset
+    from experiments.storage.dataset_versions import open_dataset, replace_dataset
 
     dataset, stored = open_dataset(args.path)
     symbol, timeframe = dataset_identity(stored, args.path)

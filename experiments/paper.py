@@ -32,7 +32,7 @@ import pandas as pd
 
 from envs.errors import InputError
 from experiments.shell import exit_code
-from experiments.tracking_store import default_tracking_uri
+from experiments.tracking.store import default_tracking_uri
 
 STATE_TAG, KEY_TAG, DRIFT_TAG = "paper.state", "paper.key", "drift"
 
@@ -102,8 +102,8 @@ class PaperTrader:
     def __init__(self, args: argparse.Namespace) -> None:
         import mlflow
 
-        from experiments.promotion import resolve_version
-        from experiments.tracking import make_client
+        from experiments.results.promotion import resolve_version
+        from experiments.tracking.runs import make_client
 
         self.args = args
         self.tracking_uri = args.tracking_uri or default_tracking_uri()

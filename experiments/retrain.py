@@ -11,7 +11,7 @@
    Either way it is the experiment's own pipeline (`experiments.run`): tracked, scored, with its verdict, and
    registered as a new version of the same model.
 3. Champion and challenger are replayed over the forward window as paper trading would (their served code:
-   bars in, decisions out), next to the baselines; the gate (experiments.promotion) decides, and the version is
+   bars in, decisions out), next to the baselines; the gate (experiments.results.promotion) decides, and the version is
    tagged with its lineage and the gate's numbers before an alias moves. `--promote` overrides the gate and is
    recorded. With no champion yet, the first challenger becomes one only if its verdict supports an edge over
    every baseline; else nothing is promoted, said in one line, exit 0.
@@ -30,11 +30,10 @@ from typing import Any
 import pandas as pd
 from rich.markup import escape
 
-import envs
 from envs.errors import InputError
-from experiments.promotion import Decision, champion_of, judge, prior_excess_sharpes, record
+from experiments.results.promotion import Decision, champion_of, judge, prior_excess_sharpes, record
 from experiments.shell import exit_code, runnable, terminal_console
-from experiments.storage import resolve_storage
+from experiments.storage.filesystem import resolve_storage
 
 RUN_FLAGS = ("--storage", "--hardware", "--address")
 
@@ -67,18 +66,18 @@ def retrain(args: argparse.Namespace, console: Any) -> int:
     import mlflow
 
     from envs.trading.data import load_bars
-    from experiments.preflight import load
-    from experiments.registry import registered_name
-    from experiments.tracking import make_client
+    from experiments.plan.preflight import load
+    from experiments.results.registry import registered_name
+    from experiments.tracking.runs import make_client
 
     exp = load(args.conf, args.overrides, args.smoke_test)
     settings, env_config = exp.retrain, exp.environment.env_config
-    if envs.family(exp.environment.env).input_reader is None:
+    if exp.family.input_reader is None:
         raise InputError(f"{args.conf}: {exp.environment.env} has no reader of raw inputs: retraining on fresh data "
                          "needs an env family whose models read raw inputs (envs.EnvFamily.input_reader)")
     # The challenger's sweep runs with --set name=<the experiment's>, so --set data_path does not rename the model.
     name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test,
-                              envs.family(exp.environment.env).data_keys)
+                              exp.family.data_keys)
     client = make_client(exp.tracking_uri())
     mlflow.set_tracking_uri(exp.tracking_uri())
     champion = champion_of(client, name)
@@ -178,7 +177,7 @@ def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, fol
     values and seed, the newest fold only, the incremental budget and settings."""
     import pyarrow.fs as pafs
 
-    from experiments.protocol import FOLD_KEY
+    from experiments.config.protocol import FOLD_KEY
 
     run = client.get_run(champion.run_id)
     downloaded = local / f"champion-v{champion.version}"

@@ -1,7 +1,7 @@
 """`python -m experiments.run CONF`: validate, plan resources, sweep with Tune, track in MLflow, score out of sample.
 
 A file that lists experiment files (`experiments:`, e.g. conf/agents.yaml) runs them side by side in one Ray
-cluster (experiments/side_by_side.py).
+cluster (experiments/sweep/side_by_side.py).
 
 Exit codes: 0 done; 2 bad input (one readable message, no traceback); 1 a failed sweep (no trial could be
 scored, or every listed experiment failed); 3 a partial result (a trial failed, a planned fold or seed is missing,
@@ -21,10 +21,10 @@ import yaml
 from rich.markup import escape
 
 from envs.errors import InputError
-from experiments import cross_cpu
-from experiments.cluster import leftover_address_file, resolve_ray_target
-from experiments.listing import is_listing
-from experiments.preflight import preflight
+from experiments.config.listing import is_listing
+from experiments.plan import numerics
+from experiments.plan.cluster import leftover_address_file, resolve_ray_target
+from experiments.plan.preflight import preflight
 from experiments.shell import exit_code, terminal_console
 
 LOOPBACK = "127.0.0.1"
@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "default: storage: in the file, else RLPLATFORM_STORAGE, else --output")
     parser.add_argument("--fresh-ledger", metavar="REASON",
                         help="start a fresh trials ledger for this data and these test windows: earlier attempts no "
-                             "longer deflate the verdict; the reason is recorded (experiments/trials_ledger.py)")
+                             "longer deflate the verdict; the reason is recorded (experiments/results/trials_ledger.py)")
     parser.add_argument("--cross-cpu", action="store_true",
                         help="the same numbers on any x86-64 CPU: pin MKL's, torch's and numpy's kernels and one "
                              "thread per op (also RLPLATFORM_CROSS_CPU=1); slower, see docs/verdicts.md")
@@ -65,7 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=Path("runs"),
                         help="folder for evaluation files, and for Tune results unless --storage says otherwise "
                              "(default ./runs)")
-    # Set by a run of several experiments (experiments/side_by_side.py) for each experiment it starts.
+    # Set by a run of several experiments (experiments/sweep/side_by_side.py) for each experiment it starts.
     parser.add_argument("--run-group", help="tag the MLflow runs with run_group=NAME (runs started together)")
     parser.add_argument("--status-file", type=Path,
                         help="keep the run's phase, MLflow ids and trial rows in this JSON file, for a parent run")
@@ -81,10 +81,10 @@ def _run(argv: list[str] | None, console: Any) -> int:
     """Check the experiment, then dry-run it, run a listing side by side, or run it."""
     args = parse_args(argv)
     args.started = time.monotonic()  # the run's wall time is checked against the plan's estimate
-    if cross_cpu.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
-        cross_cpu.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
+    if numerics.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
+        numerics.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
     if is_listing(args.conf):  # a file that lists experiment files runs them side by side
-        from experiments.side_by_side import run_listing
+        from experiments.sweep.side_by_side import run_listing
 
         return run_listing(args, console)
     if args.fresh_ledger is not None and not args.fresh_ledger.strip():
@@ -95,14 +95,14 @@ def _run(argv: list[str] | None, console: Any) -> int:
     exp = checked.exp
     console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
                   f"({exp.num_trials()} trial(s))")
-    for line in [*checked.lines, cross_cpu.describe(), f"storage: {checked.storage.uri} ({checked.storage.source})"]:
+    for line in [*checked.lines, numerics.describe(), f"storage: {checked.storage.uri} ({checked.storage.source})"]:
         console.print(line, markup=False, highlight=False)
     if args.dry_run:
         console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
         console.print("resolved experiment:")
         console.print(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False), markup=False)
         return 0
-    from experiments.pipeline import run_experiment
+    from experiments.sweep.pipeline import run_experiment
 
     return run_experiment(checked, ray_target, args, console)
 

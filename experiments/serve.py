@@ -3,7 +3,7 @@
 It is `mlflow models serve -m URI --env-manager local -h 127.0.0.1`, made to work from a plain shell: the
 model is looked up first (an unknown alias or version is refused in one line), the venv's bin folder goes on PATH
 (MLflow starts `uvicorn` by name) and the tracking URI is passed on. The model needs no torch and no Ray
-(experiments.registry), so any environment with its pinned CPU requirements serves it. POST the last bars:
+(experiments.results.registry), so any environment with its pinned CPU requirements serves it. POST the last bars:
 
     curl -s http://127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
          -d '{"dataframe_split": {"columns": ["timestamp", "open", "high", "low", "close", "volume"], "data": [...]}}'
@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 
 from envs.errors import InputError
-from experiments.promotion import resolve_version
+from experiments.results.promotion import resolve_version
 from experiments.shell import runnable
-from experiments.tracking_store import default_tracking_uri
+from experiments.tracking.store import default_tracking_uri
 
 LOOPBACK = "127.0.0.1"
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tracking_uri = args.tracking_uri or default_tracking_uri()
     try:
-        from experiments.tracking import make_client
+        from experiments.tracking.runs import make_client
 
         version = resolve_version(make_client(tracking_uri), args.model)
     except InputError as error:

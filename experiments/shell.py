@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from envs.errors import InputError
+from envs.errors import InputError, RunFault
 
 # Piped output (CI logs, `| tee`, nohup) is not cut into the terminal's 80 columns: text lines keep their
 # length (soft wrap) and a table gets the width it needs up to this.
@@ -60,12 +60,16 @@ def terminal_console() -> Console:
 
 
 def exit_code(command: Callable[[], int], interrupted: str = "interrupted") -> int:
-    """A CLI's exit code: its body's; bad input (an InputError) is one line on stderr and 2, Ctrl-C 130."""
+    """A CLI's exit code: its body's; bad input (an InputError) is one line on stderr and 2, a fault outside it
+    (a RunFault) one line and 4, Ctrl-C 130."""
     try:
         return command()
     except InputError as error:
         print(f"error: {runnable(str(error))}", file=sys.stderr)
         return 2
+    except RunFault as fault:
+        print(f"fault: {runnable(str(fault))}", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return 130

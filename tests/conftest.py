@@ -17,7 +17,7 @@ SHARED = REPO.parent / "shared"
 
 def shipped_experiments() -> list[Path]:
     """The shipped experiment files (conf/*.yaml), without the listings of several (conf/agents.yaml)."""
-    from experiments.listing import is_listing
+    from experiments.config.listing import is_listing
 
     return [path for path in sorted((REPO / "conf").glob("*.yaml")) if not is_listing(path)]
 

@@ -1,20 +1,23 @@
 """Out-of-sample backtest of a greedy policy against buy-and-hold, flat and an SMA crossover.
 
 The agent walks the held-out split inside `SpotTradingEnv`, so it is scored by exactly
-the code that rewarded it in training. The baselines are target-position series decided
+the code that rewarded it in training; its policy gives discrete actions (an index of the
+env's position set) or continuous ones (a target exposure, `envs.trading.positions`). The baselines are target-position series decided
 from closes up to bar t and filled by the same ledger at bar t+1's open with the same costs.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
+from envs.baselines import Baseline, baseline_table
 from envs.report import EvaluationReport, Policy
 from envs.trading.data import bars_per_year
 from envs.trading.env import SpotTradingEnv
 from envs.trading.ledger import Ledger, simulate_positions
+from envs.trading.positions import policy_action
 
 SMA_FAST, SMA_SLOW = 24, 96
 
@@ -42,11 +45,21 @@ def sma_crossover_targets(closes: np.ndarray) -> np.ndarray:
     return (fast > slow).to_numpy(dtype=np.float64)
 
 
+# The family's baselines (envs.baselines' contract): closes, first row, end row -> the target position in force after
+# each close of rows lo..hi-1, decided from closes up to that row (the SMAs see the bars before `lo` too: history,
+# not test data). The same ledger fills them at the next open with the same costs as the agent.
+TargetRule = Callable[[np.ndarray, int, int], np.ndarray]
+BASELINES: tuple[Baseline[TargetRule], ...] = baseline_table(
+    Baseline("buy_and_hold", lambda closes, lo, hi: np.ones(hi - lo), "the market itself: the one to beat"),
+    Baseline("flat", lambda closes, lo, hi: np.zeros(hi - lo), "no position: an agent that never trades ties it"),
+    Baseline(f"sma_{SMA_FAST}_{SMA_SLOW}", lambda closes, lo, hi: sma_crossover_targets(closes[:hi])[lo:hi],
+             "the simple trend rule practitioners start from"),
+)
+
+
 def baseline_targets(closes: np.ndarray, lo: int, hi: int) -> dict[str, np.ndarray]:
-    """The baselines' target positions on rows lo..hi-1: buy-and-hold, flat and the SMA crossover, whose SMAs see
-    the bars before `lo` too (history, not test data)."""
-    return {"buy_and_hold": np.ones(hi - lo), "flat": np.zeros(hi - lo),
-            f"sma_{SMA_FAST}_{SMA_SLOW}": sma_crossover_targets(closes[:hi])[lo:hi]}
+    """Every baseline's target positions on rows lo..hi-1, by name, in report order."""
+    return {baseline.name: baseline.decide(closes, lo, hi) for baseline in BASELINES}
 
 
 def strategy_row(equity: np.ndarray, targets: np.ndarray, ledger: Ledger, periods_per_year: float) -> dict[str, float]:
@@ -60,17 +73,18 @@ def strategy_row(equity: np.ndarray, targets: np.ndarray, ledger: Ledger, period
 
 def agent_targets(policy: Policy, env: SpotTradingEnv) -> np.ndarray:
     """Walk the env's split with the greedy policy: the target position in force after each close of the
-    split (decided at that close, or held since the last decision when decision_interval > 1). A margin
-    call ends the walk: the account is flat from there on."""
+    split (decided at that close, or held since the last decision when decision_interval > 1); a continuous
+    target is the clipped exposure asked for, which the replay leaves untraded within min_trade of the held one
+    as the env does. A margin call ends the walk: the account is flat from there on."""
     obs, info = env.reset(seed=0)
     lo, hi = env.market.bounds[env.cfg.split]
     targets = np.zeros(hi - lo)
     row, ended = info["row"], False
     while not ended:
-        action = int(np.asarray(policy(obs[None, :]))[0])
+        action = policy_action(policy(obs[None, :]), env.continuous)
         obs, _, terminated, truncated, info = env.step(action)
         ended = terminated or truncated
-        targets[row - lo:info["row"] - lo] = env.targets[action]
+        targets[row - lo:info["row"] - lo] = env.target_of(action)
         row = info["row"]
     targets[row - lo:] = info["position"]
     return targets
@@ -89,10 +103,11 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
     strategies = {"agent": agent_targets(policy, env), **baseline_targets(market.closes, lo, hi)}
     # One ledger for all: the agent's equity is replayed from its positions, which gives the same
     # numbers as the env walk (a test pins it) and an equity mark at every bar, also between decisions.
+    # The env's min_trade leaves the baselines as they are: their changes are whole positions.
     table, curves = {}, {}
     for name, targets in strategies.items():
         equity, ledger = simulate_positions(targets, opens, closes, env.fee_rate, env.slippage_rate,
-                                            env.cfg.maintenance_margin)
+                                            env.cfg.maintenance_margin, env.cfg.min_trade)
         table[name] = strategy_row(equity, targets, ledger, ppy)
         curves[name] = equity
     frame = pd.DataFrame.from_dict(table, orient="index")

@@ -3,8 +3,8 @@
 A registered model carries one `BarReader`: the feature list it was trained on, the timeframe, the observation
 window, the positions, and the normalization statistics of the train rows of its fold. `read` computes the
 features over the last `bars_needed` bars with the env's own code (`envs.trading.features.matrix.build_raw`),
-normalizes them with the carried statistics (`apply_normalization`) and appends the held position's one-hot,
-as `SpotTradingEnv._observation` does. Every feature's value at a bar comes from a fixed look-back ending there
+normalizes them with the carried statistics (`apply_normalization`) and appends the held position's one-hot (with
+continuous positions the held exposure as one float), as `SpotTradingEnv._observation` does. Every feature's value at a bar comes from a fixed look-back ending there
 (`envs.trading.features.rolling`), and the env's first decision comes after `bars_needed` bars, so the observation
 is the env's on every bar (tests/unit/test_bars_policy.py and tests/integration/test_retrain_loop.py check every
 bar of a test window).
@@ -27,6 +27,13 @@ from envs.errors import InputError
 from envs.trading.data import timeframe_delta
 from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
 from envs.trading.features.spec import parse_features_json
+from envs.trading.positions import (
+    EXPOSURE_BOUNDS,
+    POSITION_SETS,
+    exposure_target,
+    is_continuous,
+    policy_action,
+)
 
 BAR_COLUMNS = ("open", "high", "low", "close", "volume")
 FORMAT = "rlplatform-bar-reader/1"
@@ -39,7 +46,7 @@ class BarReader:
     features: list[Any]
     timeframe: str
     window: int
-    positions: tuple[float, ...]
+    positions: tuple[float, ...]         # the discrete set by action index; continuous: the exposure's (low, high)
     symbol: str
     feature_bars: int = 0                # bars the features' look-back needs at the last bar
     # How the env traded, so paper trading (envs.trading.paper) fills as the backtest did
@@ -47,6 +54,10 @@ class BarReader:
     fee_bps: float = 0.0
     slippage_bps: float = 0.0
     maintenance_margin: float = 0.1
+    # "discrete": the action indexes `positions`; "continuous": it is the target exposure (readers saved before
+    # continuous positions existed are discrete). min_trade: a target this close to the held one is not traded.
+    position_mode: str = "discrete"
+    min_trade: float = 0.0
     # What the policy was trained and scored on (ISO bar times): where a forward test may start, the backtest's window
     data_start: str = ""
     data_end: str = ""
@@ -59,16 +70,18 @@ class BarReader:
     @classmethod
     def for_env_config(cls, env_config: dict[str, Any]) -> "BarReader":
         """The reader of the env a policy was trained in: its fold's train-row normalization included."""
-        from envs.trading.env import POSITION_SETS, TradingConfig, load_market
+        from envs.trading.env import TradingConfig, load_market
 
         cfg = TradingConfig.from_dict(env_config)
         market = load_market(cfg)
         needed, other = bars_needed(cfg.feature_items(), market.timeframe)
         stamps, (test_lo, test_hi) = market.timestamps, market.bounds["test"]
         common = {"features": list(cfg.features), "timeframe": market.timeframe, "window": cfg.window,
-                  "positions": POSITION_SETS[cfg.positions], "symbol": market.symbol,
-                  "decision_interval": cfg.decision_interval, "fee_bps": cfg.fee_bps, "slippage_bps": cfg.slippage_bps,
-                  "maintenance_margin": cfg.maintenance_margin, "data_start": _iso(stamps[0]),
+                  "positions": POSITION_SETS.get(cfg.positions) or EXPOSURE_BOUNDS[cfg.positions],
+                  "position_mode": "continuous" if is_continuous(cfg.positions) else "discrete",
+                  "symbol": market.symbol, "decision_interval": cfg.decision_interval, "fee_bps": cfg.fee_bps,
+                  "slippage_bps": cfg.slippage_bps, "maintenance_margin": cfg.maintenance_margin,
+                  "min_trade": cfg.min_trade, "data_start": _iso(stamps[0]),
                   "data_end": _iso(stamps[-1]), "test_start": _iso(stamps[test_lo]), "test_end": _iso(stamps[test_hi - 1])}
         if needed is None:
             return cls(**common, refusal=f"its features read another series than the bars ({other}): predict "
@@ -113,20 +126,36 @@ class BarReader:
             raise InputError(f"{path}: not a bar reader of this platform ({FORMAT})")
         return cls(**{**config, "positions": tuple(config["positions"])}, mean=mean, std=std)
 
+    @property
+    def continuous(self) -> bool:
+        """Whether the policy's action is the target exposure itself (else an index of `positions`)."""
+        return self.position_mode == "continuous"
+
     def read(self, bars: pd.DataFrame, position: float = 0.0) -> tuple[np.ndarray, pd.Timestamp]:
         """The observation (1, d) after the last bar's close, holding `position`; and the last bar's open time.
         InputError in one line for what does not fit the model (columns, spacing, too few bars, symbol)."""
         if self.refusal:
             raise InputError(f"this model cannot read bars: {self.refusal}")
-        if position not in self.positions:
-            raise InputError(f"position {position:g} is not one of this model's positions "
-                             f"({', '.join(f'{p:g}' for p in self.positions)})")
+        held = self._held(position)
         frame = self._checked(bars)
         raw = build_raw(self._items, frame, self.timeframe, "model features")
         rows = apply_normalization(raw.values[-self.window:], self.mean, self.std)
+        return np.concatenate([rows.reshape(-1), held])[None, :], frame.index[-1]
+
+    def _held(self, position: float) -> np.ndarray:
+        """The held position's columns of the observation, as the env writes them: the exposure itself, or the
+        one-hot over the set. A position the model could not hold is refused in one line."""
+        if self.continuous:
+            low, high = self.positions
+            if not low <= position <= high:  # also refuses NaN
+                raise InputError(f"position {position:g} is outside this model's exposure bounds [{low:g}, {high:g}]")
+            return np.array([position], dtype=np.float32)
+        if position not in self.positions:
+            raise InputError(f"position {position:g} is not one of this model's positions "
+                             f"({', '.join(f'{p:g}' for p in self.positions)})")
         one_hot = np.zeros(len(self.positions), dtype=np.float32)
         one_hot[self.positions.index(position)] = 1.0
-        return np.concatenate([rows.reshape(-1), one_hot])[None, :], frame.index[-1]
+        return one_hot
 
     @staticmethod
     def accepts(model_input: Any) -> bool:
@@ -136,11 +165,16 @@ class BarReader:
     def decide(self, bars: pd.DataFrame, policy: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
         """The policy's decision after the last bar's close: the action, the target position, the bar it was
         decided on and the open it fills at (the next bar's). A `position` column's last value is the held position
-        (flat when there is none)."""
+        (flat when there is none). A continuous action is the exposure the policy gave; the target is it clipped into
+        the bounds, as the env clips it."""
         held = float(bars["position"].iloc[-1]) if "position" in bars.columns else 0.0
         observation, bar_time = self.read(bars, held)
-        action = int(policy(observation)[0])
-        return pd.DataFrame({"action": [action], "target_position": [self.positions[action]],
+        chosen = policy_action(policy(observation), self.continuous)
+        if self.continuous:
+            action, target = float(chosen[0]), exposure_target(chosen, *self.positions)
+        else:
+            action, target = chosen, self.positions[chosen]
+        return pd.DataFrame({"action": [action], "target_position": [target],
                              "bar_time": [bar_time.isoformat()],
                              "applies_from": [(bar_time + timeframe_delta(self.timeframe)).isoformat()]})
 

@@ -5,7 +5,7 @@ exchange) are checked against it before anything is written: the same symbol and
 seam, and overlapping bars equal to the stored ones (a differing bar means the source rewrote history, which
 would change every backtest over that period: refused unless forced, and then counted). Holes inside the new
 bars get the --gaps policy (by default the dataset's), filled from the last stored close.
-`experiments.data update` does the reading and writing (experiments/dataset_versions.py); this module only
+`experiments.data update` does the reading and writing (experiments/storage/dataset_versions.py); this module only
 takes and returns DataFrames.
 """
 from __future__ import annotations

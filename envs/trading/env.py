@@ -1,7 +1,9 @@
-"""`trading/Spot-v0`: one coin, discrete target positions, next-bar execution, costs in the reward.
+"""`trading/Spot-v0`: one coin, discrete target positions or a continuous target exposure, next-bar execution,
+costs in the reward.
 
 The agent sees normalized features of the last `window` bars up to bar t (its close
-included) and its current position; its action is a target position that is filled at
+included) and its current position; its action is a target position (an index into a set, or
+with continuous positions the exposure itself, `envs.trading.positions`) that is filled at
 bar t+1's open and held for `decision_interval` bars (default 1). The reward is the log
 change of ledger equity from close t to the close before the next decision, net of fees
 and slippage, times `reward_scale`. Training episodes are random windows of the fold's
@@ -32,12 +34,18 @@ from envs.trading.features.matrix import bars_needed
 from envs.trading.features.spec import parse_features_json
 from envs.trading.features.store import FeatureStore, bars_digest
 from envs.trading.ledger import DEFAULT_MAINTENANCE_MARGIN, Ledger
+from envs.trading.positions import (
+    DEFAULT_MIN_TRADE,
+    EXPOSURE_BOUNDS,
+    POSITION_SETS,
+    exposure_target,
+    is_continuous,
+)
 from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
 from envs.validation import StrictModel, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT / "data" / "raw" / "BTC-USD_1h.parquet"
-POSITION_SETS = {"long_flat": (0.0, 1.0), "long_short": (-1.0, 0.0, 1.0)}
 SPLITS = ("train", "validation", "test")
 # The halves of the validation part: choose on one, judge the choice on the other (docs/verdicts.md, the checkpoint
 # study); `validation` is both.
@@ -78,7 +86,14 @@ class TradingConfig(StrictModel):
     # Costs in basis points of the notional traded; 10,000 bps would be the whole notional.
     fee_bps: float = Field(default=10.0, ge=0, lt=10_000)
     slippage_bps: float = Field(default=2.0, ge=0, lt=10_000)
-    positions: Literal["long_flat", "long_short"] = "long_flat"
+    # Discrete sets pick a whole position: long_flat (0, 1), long_short (-1, 0, 1). Continuous positions size it:
+    # the action is the target exposure (fraction of equity in the coin) in [0, 1] (continuous) or [-1, 1]
+    # (continuous_long_short, shorts under the same margin rules). envs.trading.positions.
+    positions: Literal["long_flat", "long_short", "continuous", "continuous_long_short"] = "long_flat"
+    # Continuous positions only: a target closer than this to the held exposure is not traded (no dust
+    # rebalancing, no fee). Refused with a discrete set rather than ignored: its changes are whole positions
+    # (1 or more), which no min_trade < 1 can hold back, so a value set there is a mistake about what it does.
+    min_trade: float = Field(default=DEFAULT_MIN_TRADE, ge=0, lt=1)
     # A short is liquidated (and the episode terminated) when equity <= maintenance_margin x the value of
     # the borrowed coins, checked at every open and close (envs.trading.ledger). Longs borrow nothing.
     maintenance_margin: float = Field(default=DEFAULT_MAINTENANCE_MARGIN, gt=0, lt=1)
@@ -116,6 +131,14 @@ class TradingConfig(StrictModel):
     @model_validator(mode="after")
     def _protocol_is_valid(self) -> "TradingConfig":
         self.split_protocol()  # raises on a bad protocol or split_fractions
+        return self
+
+    @model_validator(mode="after")
+    def _min_trade_is_for_continuous_positions(self) -> "TradingConfig":
+        if not is_continuous(self.positions) and self.min_trade != DEFAULT_MIN_TRADE:
+            raise ValueError(f"env_config.min_trade {self.min_trade:g} applies to continuous positions only: positions "
+                             f"{self.positions} trades whole positions, which no min_trade holds back; remove min_trade "
+                             "or use positions continuous or continuous_long_short")
         return self
 
     @model_validator(mode="after")
@@ -158,6 +181,19 @@ class Market:
     # The normalization fitted on the fold's train rows (per column): a served policy carries it (envs.trading.bar_reader)
     feature_mean: np.ndarray | None = None
     feature_std: np.ndarray | None = None
+
+
+def action_space(positions: str) -> gym.spaces.Space:
+    """`Discrete(n)` over a position set's indices, or a `Box` of one target exposure between its bounds."""
+    if is_continuous(positions):
+        low, high = EXPOSURE_BOUNDS[positions]
+        return gym.spaces.Box(low, high, shape=(1,), dtype=np.float32)
+    return gym.spaces.Discrete(len(POSITION_SETS[positions]))
+
+
+def position_width(positions: str) -> int:
+    """The observation's position columns: a one-hot over the set, or the held exposure as one float."""
+    return 1 if is_continuous(positions) else len(POSITION_SETS[positions])
 
 
 def check_split_lengths(bounds: dict[str, tuple[int, int]], episode_length: int | None, where: str,
@@ -267,7 +303,7 @@ class SpotTradingEnv(gym.Env):
     """## Description
 
     One coin traded on a spot market from its OHLCV bars. Every `decision_interval` bars the agent picks a
-    target position after bar t's close; the order fills at bar t+1's open with slippage and a fee on the
+    target position (or with continuous positions a target exposure) after bar t's close; the order fills at bar t+1's open with slippage and a fee on the
     notional, and the position is held until the next decision. Which bars an episode may use is the
     fold's part (`split`) of a holdout or walk-forward protocol (`envs.splits`); features are normalized
     with statistics of the fold's train part only.
@@ -277,10 +313,19 @@ class SpotTradingEnv(gym.Env):
     `Discrete(n)`: the index of a target position of `positions`: `long_flat` = (0 flat, 1 long),
     `long_short` = (0 short, 1 flat, 2 long). A target equal to the held position places no order.
 
+    `Box(low, high, (1,), float32)` with `positions: continuous` ([0, 1]) or `continuous_long_short` ([-1, 1]):
+    the target exposure, the fraction of equity (at the fill bar's open) to hold in the coin, negative for a
+    short; actions outside the bounds are clipped into them. The ledger fills the difference to the target's
+    units on the held side, or closes the position and opens the target when the side changes
+    (`envs.trading.ledger`), so exposures 0, 1 and -1 trade exactly as the discrete targets. A target equal to
+    the held one, or within `min_trade` of it, places no order.
+
     ## Observation Space
 
     `Box(-10, 10, (window * 8 + n,), float32)`: the last `window` bars' features (oldest first, 8 per
-    bar, clipped z-scores) followed by the held position one-hot.
+    bar, clipped z-scores) followed by the held position one-hot; with continuous positions
+    `Box(-10, 10, (window * 8 + 1,), float32)`: the features followed by the held exposure as one float, the
+    target last filled (not re-marked as the price moves: the same exposure `min_trade` is measured from).
 
     | Index (per bar) | Feature       | Meaning                                         |
     |-----------------|---------------|-------------------------------------------------|
@@ -293,6 +338,7 @@ class SpotTradingEnv(gym.Env):
     | 6               | rsi_14        | RSI(14) rescaled to [-1, 1]                      |
     | 7               | volume_z_96   | log volume against its trailing 96-bar mean, std |
     | window*8 + i    | position      | 1 for the held position i, else 0               |
+    | window*8        | exposure      | continuous positions: the held target exposure  |
 
     ## Rewards
 
@@ -314,7 +360,7 @@ class SpotTradingEnv(gym.Env):
 
     One `config` dict (`TradingConfig`, validated with a "did you mean" for misspelt keys):
     `data_path` or `source: synthetic`, `symbol`, `timeframe`, `window`, `decision_interval`,
-    `episode_length`, `fee_bps`, `slippage_bps`, `positions`, `maintenance_margin`, `reward_scale`,
+    `episode_length`, `fee_bps`, `slippage_bps`, `positions`, `min_trade`, `maintenance_margin`, `reward_scale`,
     `split`, `split_fractions` or `protocol` and `fold`.
 
     ```python
@@ -327,15 +373,19 @@ class SpotTradingEnv(gym.Env):
     def __init__(self, config: dict[str, Any] | None = None, market: Market | None = None) -> None:
         self.cfg = TradingConfig.from_dict(config)
         self.market = market or load_market(self.cfg)
-        self.targets = np.array(POSITION_SETS[self.cfg.positions])
+        positions = self.cfg.positions
+        self.continuous = is_continuous(positions)
+        self.bounds = EXPOSURE_BOUNDS.get(positions)  # (low, high) of a continuous exposure; None for a set
+        self.targets = np.array(POSITION_SETS.get(positions, ()))  # a set's targets by action index (none if continuous)
         n_features = self.market.features.shape[1]
-        self.action_space = gym.spaces.Discrete(len(self.targets))
-        obs_dim = self.cfg.window * n_features + len(self.targets)
-        # Features are clipped z-scores; the position one-hot is in [0, 1].
+        self.action_space = action_space(positions)
+        self._position_width = position_width(positions)
+        obs_dim = self.cfg.window * n_features + self._position_width
+        # Features are clipped z-scores; the position one-hot is in [0, 1], a held exposure in [-1, 1].
         self.observation_space = gym.spaces.Box(-10.0, 10.0, shape=(obs_dim,), dtype=np.float32)
         self._lo, self._hi = self.market.bounds[self.cfg.split]
         self._position_eye = np.eye(len(self.targets), dtype=np.float32)
-        self._flat_index = int(np.flatnonzero(self.targets == 0.0)[0])
+        self._flat_index = int(np.flatnonzero(self.targets == 0.0)[0]) if len(self.targets) else 0
         self._interval = self.cfg.decision_interval
         self.fee_rate = self.cfg.fee_bps / 1e4
         self.slippage_rate = self.cfg.slippage_bps / 1e4
@@ -371,25 +421,29 @@ class SpotTradingEnv(gym.Env):
 
     def _observation(self) -> np.ndarray:
         # The window's rows are one contiguous run of the C-ordered feature matrix: copy it and the
-        # position one-hot into one new array (empty + two slice copies is faster than concatenate).
+        # position one-hot (or the held exposure) into one new array (empty + two slice copies is faster than
+        # concatenate).
         end = (self._t + 1) * self._row_size
         width = self.cfg.window * self._row_size
-        obs = np.empty(width + len(self._position_eye), dtype=np.float32)
+        obs = np.empty(width + self._position_width, dtype=np.float32)
         obs[:width] = self._flat_features[end - width:end]
-        obs[width:] = self._position_eye[self._action_index]
+        if self.continuous:
+            obs[width] = self.ledger.position
+        else:
+            obs[width:] = self._position_eye[self._action_index]
         return obs
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self._t, self._end = self._episode_bounds()
         self.ledger = Ledger(fee_rate=self.fee_rate, slippage_rate=self.slippage_rate,
-                             maintenance_margin=self.cfg.maintenance_margin)
+                             maintenance_margin=self.cfg.maintenance_margin, min_trade=self.cfg.min_trade)
         self._action_index = self._flat_index
         self._equity = 1.0
         return self._observation(), self._info()
 
-    def step(self, action: int):
-        action = int(action)
+    def step(self, action: int | np.ndarray):
+        order = self._order(action)
         ledger = self.ledger
         fill_row = self._t + 1
         # Held for `decision_interval` bars (fewer at the episode's end); marked at the last close.
@@ -398,8 +452,8 @@ class SpotTradingEnv(gym.Env):
         if ledger.units < 0.0 and ledger.margin_call(self._opens[fill_row]):
             next_row = fill_row
         else:
-            if action != self._action_index:  # the target changes (else Ledger.rebalance does nothing)
-                ledger.rebalance(float(self.targets[action]), self._opens[fill_row])
+            if order is not None:
+                ledger.rebalance(order, self._opens[fill_row])
             if ledger.units < 0.0:  # then at every mark it is held through, in time order (as simulate_positions):
                 # the fill bar's close, then each later bar's open and close; the episode ends at a call
                 opens, closes = self._opens, self._closes
@@ -411,13 +465,27 @@ class SpotTradingEnv(gym.Env):
         reward = math.log(equity / self._equity) * self.cfg.reward_scale
         called = ledger.margin_called
         self._equity = equity
-        self._action_index = self._flat_index if called else action
+        if not self.continuous:
+            self._action_index = self._flat_index if called else int(action)
         self._t = next_row
         info = {"equity": equity, "position": ledger.position, "fees_paid": ledger.fees_paid,
                 "trades": ledger.trades, "row": next_row, "margin_call": called}
         return self._observation(), reward, called, next_row >= self._end and not called, info
 
+    def target_of(self, action: int | np.ndarray) -> float:
+        """The target position an action asks for: a set's target, or the exposure clipped into the bounds."""
+        return exposure_target(action, *self.bounds) if self.continuous else float(self.targets[action])
+
+    def _order(self, action: int | np.ndarray) -> float | None:
+        """The target to send to the ledger at the fill, or None for no order: a discrete action that keeps the
+        held index places none; a continuous target always goes, and the ledger leaves a held target and one
+        within `min_trade` of it untraded."""
+        if self.continuous:
+            return self.target_of(action)
+        action = int(action)
+        return float(self.targets[action]) if action != self._action_index else None
+
     def _info(self) -> dict[str, Any]:
-        return {"equity": self._equity, "position": float(self.targets[self._action_index]),
+        return {"equity": self._equity, "position": self.ledger.position,
                 "fees_paid": self.ledger.fees_paid, "trades": self.ledger.trades, "row": self._t,
                 "margin_call": self.ledger.margin_called}

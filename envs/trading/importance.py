@@ -16,6 +16,7 @@ import pandas as pd
 
 from envs.report import Policy
 from envs.trading.env import SpotTradingEnv
+from envs.trading.positions import policy_action
 
 
 def greedy_return(policy: Policy, env: SpotTradingEnv) -> float:
@@ -23,7 +24,7 @@ def greedy_return(policy: Policy, env: SpotTradingEnv) -> float:
     obs, _ = env.reset(seed=0)
     total, ended = 0.0, False
     while not ended:
-        action = int(np.asarray(policy(obs[None, :]))[0])
+        action = policy_action(policy(obs[None, :]), env.continuous)
         obs, reward, terminated, truncated, _ = env.step(action)
         total += float(reward)
         ended = terminated or truncated

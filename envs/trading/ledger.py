@@ -7,7 +7,12 @@ reward and every backtest row come from this same arithmetic.
 
 Orders are sent only when the target position changes: the existing position is closed
 and the new one opened with the cash left after fees, so a held position never churns
-and cash never goes negative to pay a fee.
+and cash never goes negative to pay a fee. A fractional target (continuous positions,
+`envs.trading.positions`) on the side already held (both long or both short) is reached
+instead by one fill of the difference between the held units and the target's units,
+sized on the equity at the fill price; a target within `min_trade` of the held one is not
+traded at all. A change between whole targets (0, 1, -1) never takes that path, so it fills
+as it always has.
 
 A short is sold borrowed coins, so a rally can cost more than the equity. The margin call:
 whenever the ledger marks a short (each bar's open before the agent's order fills, and each
@@ -48,6 +53,9 @@ class Ledger:
     trades: int = 0  # filled orders (a flip from long to short is two)
     traded_notional: float = 0.0  # sum of |units| x fill price, in units of the starting equity (1.0)
     margin_called: bool = False  # a short was liquidated: the account is closed
+    # A target closer than this to `position` is not traded (continuous positions: no dust rebalancing, no fee).
+    # It never stops a change of a whole position (1 or more), so discrete targets fill the same with any value < 1.
+    min_trade: float = 0.0
     # The mark at or above which the held short is called (inf when none is held). Cash and units change only
     # at fills, so it is computed once per fill instead of testing equity against the margin at every mark.
     liquidation_price: float = math.inf
@@ -63,18 +71,36 @@ class Ledger:
         self.traded_notional += abs(units) * price
 
     def rebalance(self, target_fraction: float, open_price: float) -> None:
-        """Move to `target_fraction` of equity at `open_price`; no order if it is already held."""
-        if target_fraction == self.position:
+        """Move to `target_fraction` of equity at `open_price`; no order if it is already held or is within
+        `min_trade` of the held target. On the held side the difference is filled (`_resize`); any other change
+        closes the held position and opens the target with the cash left."""
+        if target_fraction == self.position or abs(target_fraction - self.position) < self.min_trade:
             return
-        if self.units != 0.0:
-            self._fill(-self.units, open_price)
-            self.units = 0.0  # exact zero, not a rounding residue
-        if target_fraction != 0.0:
-            side_price = open_price * (1.0 + self.slippage_rate if target_fraction > 0 else 1.0 - self.slippage_rate)
-            notional = abs(target_fraction) * self.cash / (1.0 + self.fee_rate)
-            self._fill(np.copysign(notional / side_price, target_fraction), open_price)
+        if target_fraction * self.position > 0.0:
+            self._resize(target_fraction, open_price)
+        else:
+            if self.units != 0.0:
+                self._fill(-self.units, open_price)
+                self.units = 0.0  # exact zero, not a rounding residue
+            if target_fraction != 0.0:
+                self._fill(self._target_units(target_fraction, self.cash, open_price), open_price)
         self.position = target_fraction
         self.liquidation_price = liquidation_price(self.cash, self.units, self.maintenance_margin)
+
+    def _target_units(self, target_fraction: float, equity: float, open_price: float) -> float:
+        """The units holding `target_fraction` of `equity`: bought (or sold short) at the open moved by the
+        slippage, with the fee set aside, so a target of 1 never takes cash below zero. From flat (`equity` is
+        the cash) this is the fill whole targets have always had."""
+        side_price = open_price * (1.0 + self.slippage_rate if target_fraction > 0 else 1.0 - self.slippage_rate)
+        notional = abs(target_fraction) * equity / (1.0 + self.fee_rate)
+        return np.copysign(notional / side_price, target_fraction)
+
+    def _resize(self, target_fraction: float, open_price: float) -> None:
+        """Reach a target on the held side with one fill of the difference in units, sized on the equity at the
+        open: no round trip (and no second fee) through cash. The batched env does the same operations."""
+        units = self._target_units(target_fraction, self.cash + self.units * open_price, open_price) - self.units
+        if units != 0.0:
+            self._fill(units, open_price)
 
     def equity(self, price: float) -> float:
         return self.cash + self.units * price
@@ -102,15 +128,17 @@ def liquidation_price(cash: float, units: float, maintenance_margin: float) -> f
 
 
 def simulate_positions(targets: np.ndarray, opens: np.ndarray, closes: np.ndarray, fee_rate: float,
-                       slippage_rate: float, maintenance_margin: float = DEFAULT_MAINTENANCE_MARGIN
-                       ) -> tuple[np.ndarray, Ledger]:
+                       slippage_rate: float, maintenance_margin: float = DEFAULT_MAINTENANCE_MARGIN,
+                       min_trade: float = 0.0) -> tuple[np.ndarray, Ledger]:
     """Equity at each close when `targets[i]` is decided at close i and filled at open i+1, with the
-    margin checked at every open (before the fill) and close, as the env checks it.
+    margin checked at every open (before the fill) and close, as the env checks it, and targets within
+    `min_trade` of the held one left untraded, as the env leaves them.
 
     Returns equity marked at closes[0..n-1] (equity[0] = 1, before any trade) and the ledger. After a
     margin call the equity stays at its liquidated value: the account trades no more.
     """
-    ledger = Ledger(fee_rate=fee_rate, slippage_rate=slippage_rate, maintenance_margin=maintenance_margin)
+    ledger = Ledger(fee_rate=fee_rate, slippage_rate=slippage_rate, maintenance_margin=maintenance_margin,
+                    min_trade=min_trade)
     equity = np.ones(len(closes))
     for i in range(1, len(closes)):
         equity[i] = trade_bar(ledger, float(targets[i - 1]), float(opens[i]), float(closes[i]))

@@ -5,7 +5,9 @@ the target decided at the previous close at its open and marks equity at its clo
 `simulate_positions` steps through), then decides again if it is a decision bar (every `decision_interval` bars
 from the first, as the env decides). After a margin call the account is flat and decides no more. The whole state
 is a small JSON-able dict, so a paper-trading run resumes from its last logged state and replays the bars after
-it: the same bars give the same fills, none twice and none missed.
+it: the same bars give the same fills, none twice and none missed. Targets are whole positions or, for a model with
+continuous positions, any exposure in its bounds: the ledger carries the env's `min_trade`, so a paper account leaves
+the same small moves untraded as the backtest.
 """
 from __future__ import annotations
 
@@ -76,7 +78,8 @@ class PaperBook:
 def new_book(reader: Any) -> PaperBook:
     """A flat account trading as the model's env did (`reader`: its envs.trading.bar_reader.BarReader)."""
     return PaperBook(Ledger(fee_rate=reader.fee_bps / 1e4, slippage_rate=reader.slippage_bps / 1e4,
-                            maintenance_margin=reader.maintenance_margin), decision_interval=reader.decision_interval)
+                            maintenance_margin=reader.maintenance_margin, min_trade=reader.min_trade),
+                     decision_interval=reader.decision_interval)
 
 
 def replay(book: PaperBook, bars: pd.DataFrame, rows: range, bars_needed: int, decide: Decide,

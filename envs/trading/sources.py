@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import pandas as pd
 
@@ -11,11 +11,21 @@ from envs.trading.canaries import planted_signal_bars, random_walk_bars
 from envs.trading.data import load_bars
 from envs.trading.synthetic import synthetic_bars
 
-if TYPE_CHECKING:
-    from envs.trading.env import TradingConfig
+
+class BarsSource(Protocol):
+    """The settings of a trading env config (envs.trading.env.TradingConfig) that say where its bars come from."""
+
+    source: str
+    data_path: str | None
+    data_dir: str
+    symbol: str
+    timeframe: str | None
+    synthetic_bars: int
+    synthetic_seed: int
+    synthetic_model: str
 
 
-def bars_path(cfg: "TradingConfig") -> str:
+def bars_path(cfg: BarsSource) -> str:
     """The parquet for a file-backed config: data_path (a path or an s3:// URI), else
     <data_dir>/<symbol>_<timeframe>.parquet."""
     if cfg.data_path:
@@ -31,7 +41,7 @@ SYNTHETIC_MODELS: dict[str, Callable[[str, str, int, int], pd.DataFrame]] = {
 }
 
 
-def load_source_bars(cfg: "TradingConfig") -> pd.DataFrame:
+def load_source_bars(cfg: BarsSource) -> pd.DataFrame:
     if cfg.source == "synthetic":
         generate = SYNTHETIC_MODELS[cfg.synthetic_model]
         return generate(cfg.symbol, cfg.timeframe or "1h", cfg.synthetic_bars, cfg.synthetic_seed)

@@ -185,9 +185,3 @@ def synthetic_bars(symbol: str, timeframe: str, n_bars: int, seed: int) -> pd.Da
     bars.attrs = {"symbol": symbol, "timeframe": timeframe, "synthetic": True,
                   "generator": f"{GENERATOR}; seed {int(seed)}"}
     return bars
-
-
-def regime_labels(symbol: str, timeframe: str, n_bars: int, seed: int) -> np.ndarray:
-    """The regime name of every bar `synthetic_bars` generated for the same arguments (for analysis/tests)."""
-    rng = seeded_rng(symbol, seed)
-    return np.asarray(REGIMES)[_regime_path(rng, n_bars, timeframe_delta(timeframe) / pd.Timedelta(days=1))]

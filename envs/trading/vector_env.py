@@ -7,7 +7,8 @@ vectorized, observations gathered with one fancy index. Results are those of N `
 `SyncVectorEnv` with next-step autoreset, bit for bit (`tests/unit/test_trading_vector_env.py`):
 the same seeds (sub-env i is seeded with seed + i), the same episode starts, the same fills at the
 next bar's open with slippage and fees, the same margin calls (per sub-env terminations), the same
-observations, rewards and infos. The reward's log is
+observations, rewards and infos, for discrete position sets and continuous exposures alike
+(`tests/unit/test_continuous_positions.py`). The reward's log is
 `math.log` per sub-env, because numpy's vectorized log (SIMD) differs from it in the last bit for ~4%
 of inputs; the single env keeps its fast `math.log` on a Python float.
 
@@ -28,8 +29,9 @@ from gymnasium.vector.utils import batch_space
 from numpy.lib.stride_tricks import sliding_window_view
 
 from envs.errors import InputError
-from envs.trading.env import POSITION_SETS, Market, TradingConfig, load_market, split_periods
+from envs.trading.env import Market, TradingConfig, action_space, load_market, position_width, split_periods
 from envs.trading.ledger import EQUITY_FLOOR
+from envs.trading.positions import EXPOSURE_BOUNDS, POSITION_SETS, can_short, is_continuous
 
 INFO_KEYS = ("equity", "position", "fees_paid", "trades", "row", "margin_call")
 
@@ -47,11 +49,14 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self.num_envs = num_envs
         self.cfg = TradingConfig.from_dict(config)
         self.market = market or load_market(self.cfg)  # one market for all sub-envs
-        self.targets = np.array(POSITION_SETS[self.cfg.positions])
+        positions = self.cfg.positions
+        self.continuous = is_continuous(positions)
+        self.bounds = EXPOSURE_BOUNDS.get(positions)  # (low, high) of a continuous exposure; None for a set
+        self.targets = np.array(POSITION_SETS.get(positions, ()))  # a set's targets by action index (none if continuous)
         n_features = self.market.features.shape[1]
-        self.single_action_space = gym.spaces.Discrete(len(self.targets))
+        self.single_action_space = action_space(positions)
         self.single_observation_space = gym.spaces.Box(
-            -10.0, 10.0, shape=(self.cfg.window * n_features + len(self.targets),), dtype=np.float32)
+            -10.0, 10.0, shape=(self.cfg.window * n_features + position_width(positions),), dtype=np.float32)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self._lo, self._hi = self.market.bounds[self.cfg.split]
@@ -60,7 +65,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         flat = np.ascontiguousarray(self.market.features, dtype=np.float32).reshape(-1)
         self._windows = sliding_window_view(flat, self.cfg.window * n_features)[::n_features]
         self._position_eye = np.eye(len(self.targets), dtype=np.float32)
-        self._flat_index = int(np.flatnonzero(self.targets == 0.0)[0])
+        self._flat_index = int(np.flatnonzero(self.targets == 0.0)[0]) if len(self.targets) else 0
         # One padding bar: step() gathers "the next open" for every sub-env, also one about to reset at the data's
         # last row (its fill is masked out; only reachable if sub-envs were out of step on a held-out split).
         self._opens = np.append(self.market.opens.astype(np.float64), np.nan)
@@ -77,7 +82,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._marks = np.stack((self.market.opens, self.market.closes), axis=1).astype(np.float64).reshape(-1)
         interval = self.cfg.decision_interval
         self._held = np.arange(3, 2 * interval + 2) if interval > 1 else None
-        self._can_short = bool((self.targets < 0).any())  # long_flat never borrows: no margin checks at all
+        self._can_short = can_short(positions)  # long_flat and continuous never borrow: no margin checks at all
         # Lookup tables by action index instead of np.where on signs (same factors, several times cheaper):
         # closing a short buys, closing a long sells; opening a long buys, opening a short sells.
         self._close_factor = np.where(self.targets < 0, up, down)
@@ -112,8 +117,13 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         return self._observations(), self._infos()
 
     def step(self, actions: np.ndarray):
-        actions = np.array(actions, dtype=np.int64).reshape(self.num_envs)  # a copy: kept as state
-        changing = actions != self._action_index  # the target changes (else Ledger.rebalance does nothing)
+        if self.continuous:
+            actions = self._exposure_targets(actions)
+            # Ledger.rebalance's test: the target differs from the held one by min_trade or more
+            changing = (actions != self._position) & (np.abs(actions - self._position) >= self.cfg.min_trade)
+        else:
+            actions = np.array(actions, dtype=np.int64).reshape(self.num_envs)  # a copy: kept as state
+            changing = actions != self._action_index  # the target changes (else Ledger.rebalance does nothing)
         if self._any_autoreset:
             changing &= ~self._autoreset  # sub-envs whose episode ended restart now and ignore their action
         # Held for `decision_interval` bars (fewer at the episode's end); marked at the last close. A sub-env
@@ -122,7 +132,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         if self._can_short:  # a held short is checked at the fill bar's open before the order (SpotTradingEnv.step)
             next_row = self._call_at_open(changing, next_row)
         if changing.any():
-            self._trade(changing, actions)
+            (self._trade_exposure if self.continuous else self._trade)(changing, actions)
         if self._can_short:  # and at every open and close it is held through after that, up to the first breach
             next_row = self._call_while_held(next_row)
         equity = self._cash + self._units * self._closes[next_row]
@@ -130,7 +140,8 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         rewards = np.fromiter(map(math.log, ratios), np.float64, self.num_envs) * self.cfg.reward_scale
         self._equity, self._t = equity, next_row
         called = self._margin_call
-        self._action_index = np.where(called, self._flat_index, actions) if called.any() else actions
+        if not self.continuous:
+            self._action_index = np.where(called, self._flat_index, actions) if called.any() else actions
         truncated = (next_row >= self._end) & ~called
         if self._any_autoreset:
             resetting = self._autoreset
@@ -240,14 +251,59 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._trades = self._trades + (held != 0.0) + (target != 0.0)  # one trade per fill
         self._units = np.where(changing, bought, self._units)  # 0.0 + bought, as the ledger adds to a flat position
         self._position = np.where(changing, self.targets[actions], self._position)
-        if self._can_short:  # Ledger's liquidation_price, computed only where a short is held
+        self._set_liquidation_prices()
+
+    def _set_liquidation_prices(self) -> None:
+        """Ledger's liquidation_price after a fill, computed only where a short is held (never in long-only sets)."""
+        if self._can_short:
             self._liquidation_price = np.divide(self._cash, -self._units * (1.0 + self.maintenance_margin),
                                                 out=np.full(self.num_envs, np.inf), where=self._units < 0.0)
 
+    def _exposure_targets(self, actions: np.ndarray) -> np.ndarray:
+        """Continuous actions (num_envs, 1) as target exposures: float64 (a copy), clipped into the bounds, -0.0 made
+        0.0, as `envs.trading.positions.exposure_target` makes each; NaN refused in one line, as there."""
+        targets = np.array(actions, dtype=np.float64).reshape(self.num_envs)
+        if np.isnan(targets).any():
+            raise InputError(f"trading env: continuous actions must be numbers in [{self.bounds[0]:g}, "
+                             f"{self.bounds[1]:g}], got NaN for sub-env(s) {np.flatnonzero(np.isnan(targets)).tolist()}")
+        return np.clip(targets, *self.bounds) + 0.0
+
+    def _trade_exposure(self, changing: np.ndarray, targets: np.ndarray) -> None:
+        """`Ledger.rebalance` to continuous target exposures at the next bar's open, for the sub-envs in `changing`,
+        with the ledger's operations in its order. A target on the held side (`resize`) is one fill of the difference
+        to the target's units, sized on the equity at the open; any other change (`reopen`) closes the held units and
+        opens the target with the cash left. As in `_trade`, every sub-env runs through both fills, those without
+        one with zero units (an exact no-op)."""
+        opens = self._opens[self._t + 1]
+        units, up, down = self._units, self._buy_factor, 1.0 - self.slippage_rate
+        resize = changing & (targets * self._position > 0.0)
+        reopen = changing & ~resize
+        goal = self._units_for(targets, self._cash + units * opens, opens)
+        moved = np.where(resize, goal - units, np.where(reopen, -units, 0.0))  # the first fill: resize or close
+        price = opens * np.where(moved > 0, up, down)
+        fee = np.abs(moved) * price * self.fee_rate
+        cash, fees_paid = self._cash - (moved * price + fee), self._fees_paid + fee
+        opened = np.where(reopen, targets, 0.0)  # the second fill: open from flat (none when the target is flat)
+        price = opens * np.where(opened > 0, up, down)
+        bought = self._units_for(opened, cash, opens)
+        fee = np.abs(bought) * price * self.fee_rate
+        self._cash, self._fees_paid = cash - (bought * price + fee), fees_paid + fee
+        self._trades = self._trades + (moved != 0.0) + (opened != 0.0)  # one trade per fill
+        self._units = np.where(reopen, bought, np.where(resize, units + moved, units))
+        self._position = np.where(changing, targets, self._position)
+        self._set_liquidation_prices()
+
+    def _units_for(self, targets: np.ndarray, equity: np.ndarray, opens: np.ndarray) -> np.ndarray:
+        """`Ledger._target_units` per sub-env: `targets` of `equity` at the open moved by the slippage, fee set aside."""
+        side_price = opens * np.where(targets > 0, self._buy_factor, 1.0 - self.slippage_rate)
+        return np.copysign(np.abs(targets) * equity / (1.0 + self.fee_rate) / side_price, targets)
+
     def _observations(self) -> np.ndarray:
-        """The feature window of rows t - window + 1 .. t and the position one-hot, per sub-env (a new array)."""
+        """The feature window of rows t - window + 1 .. t and the position one-hot (or the held exposure), per
+        sub-env (a new array)."""
         windows = self._windows[self._t - (self.cfg.window - 1)]
-        return np.concatenate((windows, self._position_eye[self._action_index]), axis=1)
+        held = self._position[:, None].astype(np.float32) if self.continuous else self._position_eye[self._action_index]
+        return np.concatenate((windows, held), axis=1)
 
     def _infos(self) -> dict[str, np.ndarray]:
         """The single env's info in gymnasium's vector layout: one array per key and a `_key` mask. The state

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from experiments.provenance import cpu_model, git_commit
+from experiments.plan.provenance import cpu_model, git_commit
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "benchmarks" / "results"

@@ -28,9 +28,9 @@ TARGET = 3.0  # x gym-anytrading's single env, per env step
 
 
 def _bars_and_bounds():
-    from envs.trading.env import DEFAULT_DATA, TradingConfig, load_market
-
     import pandas as pd
+
+    from envs.trading.env import DEFAULT_DATA, TradingConfig, load_market
 
     bars = pd.read_parquet(DEFAULT_DATA)
     market = load_market(TradingConfig(window=WINDOW))

@@ -1,6 +1,6 @@
 """`solve`: wall time until CartPole-v1 greedy evaluation return >= 475, platform vs SB3 + RL Zoo.
 
-Platform: conf/dqn_cartpole.yaml through experiments.config -> experiments.hardware (cpu preset)
+Platform: conf/dqn_cartpole.yaml through experiments.config.experiment -> experiments.hardware (cpu preset)
 -> the algorithm table (algos.dqn) -> `.build_algo()`, then `.train()` iterations (variant rows: stock
 RLlib DQN, and conf/ppo_cartpole.yaml through algos.ppo); after each iteration RLlib's own
 greedy evaluation (`evaluation_duration` episodes, configured in the YAML) is read from
@@ -37,9 +37,9 @@ ZOO_TIMESTEPS = 50_000
 
 def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str] | None = None,
                    conf: Path = CONF) -> dict[str, Any]:
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     base = load_experiment(conf)
     iteration = min(base.reporting.min_sample_timesteps_per_iteration, steps)

@@ -5,7 +5,7 @@ Both callbacks get the same calls Tune makes (`on_trial_start`, `on_trial_result
 conf/dqn_btc.yaml (benchmarks/fixtures/rllib_dqn_result.json, ~550 flattened keys of which ~350
 are numeric, config included as Tune includes it), each into its own fresh local sqlite store
 (store creation is not timed). Peer: `ray.air.integrations.mlflow.MLflowLoggerCallback` (one
-`log_metric` call per key). Platform: `experiments.tracking.MlflowTrialCallback` (one `log_batch`
+`log_metric` call per key). Platform: `experiments.tracking.runs.MlflowTrialCallback` (one `log_batch`
 per result, runs nested under a parent run). After the run, the stores are read back to check
 that every trial was fully logged: every numeric key at every step, every run FINISHED.
 """
@@ -111,7 +111,7 @@ def stock_callback(uri: str, name: str):
 
 
 def platform_callback(uri: str, name: str):
-    from experiments.tracking import MlflowTrialCallback, flatten, make_client, open_experiment
+    from experiments.tracking.runs import MlflowTrialCallback, flatten, make_client, open_experiment
 
     client = make_client(uri)
     experiment_id = open_experiment(client, name, uri)
@@ -122,14 +122,14 @@ def platform_callback(uri: str, name: str):
 
 
 def async_platform_callback(uri: str, name: str):
-    """The platform's callback with MLflow's asynchronous log_batch (a proposal for experiments.tracking):
+    """The platform's callback with MLflow's asynchronous log_batch (a proposal for experiments.tracking.runs):
     Tune's loop only enqueues each result; MLflow's writer thread stores it, and a trial's run is
     closed only after all its batches are stored."""
     import time as _time
 
     from mlflow.entities import Metric
 
-    from experiments.tracking import MlflowTrialCallback, numeric_metrics
+    from experiments.tracking.runs import MlflowTrialCallback, numeric_metrics
 
     class AsyncMlflowTrialCallback(MlflowTrialCallback):
         pending: dict[str, list[Any]] = {}
@@ -158,7 +158,7 @@ def _warm_store(uri: str) -> None:
     """Create the sqlite schema (about 2 s of migrations) before any clock runs."""
     from mlflow.tracking import MlflowClient
 
-    from experiments.tracking import make_client
+    from experiments.tracking.runs import make_client
 
     make_client(uri).search_experiments()
     MlflowClient(uri).search_experiments()
@@ -168,7 +168,7 @@ def run(budget: Budget) -> Report:
     import logging
     import warnings
 
-    from experiments.tracking import numeric_metrics
+    from experiments.tracking.runs import numeric_metrics
 
     warnings.filterwarnings("ignore")
     logging.getLogger("mlflow").setLevel(logging.ERROR)
@@ -209,7 +209,7 @@ def run(budget: Budget) -> Report:
     figure.met = ours["ms_per_result_mean"] <= TARGET_MS and ours["check"][0]
     figure.note = f"platform: {ours['check'][1]}; peer: {theirs['check'][1]}"
     mine = out["platform_async"]
-    async_figure = Figure("same, with async log_batch (proposed for experiments.tracking)", "ms",
+    async_figure = Figure("same, with async log_batch (proposed for experiments.tracking.runs)", "ms",
                           mine["ms_per_result_mean"], theirs["ms_per_result_mean"], higher_is_better=False,
                           target=f"<= {TARGET_MS:.0f} ms, every trial fully logged")
     async_figure.met = mine["ms_per_result_mean"] <= TARGET_MS and mine["check"][0]
@@ -222,11 +222,11 @@ def run(budget: Budget) -> Report:
                "params_per_trial": len(_flat(config)), "trials": trials_n, "results_per_trial": per_trial,
                "store": "sqlite (local file, fresh per side)", "platform": ours, "platform_async": mine,
                "peer": theirs}
-    return Report("tracking", __doc__.splitlines()[0], "experiments.tracking.MlflowTrialCallback",
+    return Report("tracking", __doc__.splitlines()[0], "experiments.tracking.runs.MlflowTrialCallback",
                   "ray.air.integrations.mlflow.MLflowLoggerCallback", [figure, async_figure, start], details)
 
 
 def _flat(config: dict[str, Any]) -> dict[str, Any]:
-    from experiments.tracking import flatten
+    from experiments.tracking.runs import flatten
 
     return flatten(config)

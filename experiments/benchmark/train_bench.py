@@ -1,15 +1,15 @@
 """`train`: env steps/s of DQN training, the platform's CPU preset vs Stable-Baselines3, same budget.
 
 Platform: conf/dqn_btc.yaml as shipped (FastDQN with prioritized replay), through
-`experiments.config.load_experiment` -> `experiments.hardware.resolve_plan`
-(the `cpu` preset) -> `experiments.rllib_config.build_config` (algos.dqn) -> `.build_algo()` -> `.train()` until the step
+`experiments.config.load.load_experiment` -> `experiments.hardware.resolve_plan`
+(the `cpu` preset) -> `experiments.sweep.rllib_config.build_config` (algos.dqn) -> `.build_algo()` -> `.train()` until the step
 budget is sampled: the code path of `experiments.run`, minus Tune and MLflow (measured separately
 by `tracking`), and minus the per-iteration validation episode (SB3 has none; it is evaluation,
 not training). Peer: SB3 `DQN("MlpPolicy")` on the same env and env_config with the same hidden
 layers, batch size, learning rate, gamma, buffer size, learning start, target update period,
 gradient clipping and replay ratio (replayed samples per env step: RLlib's `training_intensity`,
 SB3's `batch_size * gradient_steps / train_freq`). Both run in this process with one torch thread
-(what `experiments.pipeline` sets for the driver). Env steps/s = steps sampled / wall time of the
+(what `experiments.sweep.pipeline` sets for the driver). Env steps/s = steps sampled / wall time of the
 training loop (algorithm construction and Ray start are reported apart).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ def silence_rllib() -> None:
 
 def platform_experiment(conf: Path, steps: int, extra_overrides: list[str] | None = None):
     """The experiment and plan `experiments.run` would use, with the budget's iteration size."""
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
 
     base = load_experiment(conf)
@@ -74,7 +74,7 @@ def lifetime(result: dict[str, Any], *path: str) -> float:
 
 def train_platform(exp, plan, steps: int, seed: int) -> dict[str, Any]:
     """Build the RLlib algorithm and call train() until `steps` env steps are sampled."""
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     config = build_config(exp, plan, seed=seed)
     start = time.perf_counter()

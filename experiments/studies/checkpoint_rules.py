@@ -30,7 +30,7 @@ import envs
 from algos.common import lookup
 from algos.spec import GreedyRule, SelectionRule
 from envs.trading.importance import greedy_return
-from experiments.policy import MODULE_SUBPATH, load_module_policy
+from experiments.results.policy import MODULE_SUBPATH, load_module_policy
 
 METRIC = "evaluation/env_runners/episode_return_mean"
 

@@ -1,7 +1,7 @@
 """Agents side by side get the GPUs the placement promises, on GPUs this CPU machine only declares.
 
-Each agent is its own Ray driver (as `experiments.side_by_side` runs each listed experiment as its own
-process) asking for its share's GPU fraction and concurrency (`experiments.placement.share_machine` ->
+Each agent is its own Ray driver (as `experiments.sweep.side_by_side` runs each listed experiment as its own
+process) asking for its share's GPU fraction and concurrency (`experiments.plan.placement.share_machine` ->
 `resolve_plan`, capped as the listing run caps it). Ray hands out GPU ids for declared GPUs without CUDA, so
 CPU-only trials show the placement: which agent held which GPU id, and when.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from experiments.hardware import load_preset, resolve_plan
-from experiments.placement import share_machine
+from experiments.plan.placement import share_machine
 
 ray = pytest.importorskip("ray")
 

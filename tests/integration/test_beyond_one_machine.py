@@ -45,9 +45,8 @@ def s3():
 @pytest.fixture(scope="module")
 def cluster(s3):
     """Head (1 CPU, no `trainer`) + two worker nodes (1 CPU, trainer: 1); nodes inherit the S3 credentials."""
-    from ray.cluster_utils import Cluster
-
     import ray._private.ray_constants as ray_constants
+    from ray.cluster_utils import Cluster
 
     server, key, secret = s3
     saved = dict(os.environ)

@@ -1,10 +1,12 @@
-"""conf/dqn_cartpole.yaml learns through the platform's own path (experiments.config -> hardware ->
+"""conf/dqn_cartpole.yaml learns through the platform's own path (experiments.config.experiment -> hardware ->
 algos.dqn) with its `training.implementation: fast` (algos.fast_dqn.FastDQN, whose checkpoint
-experiments.policy loads). test_fast_learns_as_well.py compares it with stock RLlib DQN.
+experiments.results.policy loads). test_fast_learns_as_well.py compares it with stock RLlib DQN.
 
 Thresholds are modest returns reached well before "solved"; no wall-clock time is asserted.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -19,9 +21,9 @@ MAX_ITERATIONS = 15  # x 1000 env steps
 
 
 def _config(*overrides: str):
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / "dqn_cartpole.yaml", list(overrides))
     return build_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=0)
@@ -40,7 +42,7 @@ def _train_until(algo, threshold: float) -> list[float]:
 def test_fast_dqn_learns_cartpole_and_its_checkpoint_loads(ray_session, tmp_path):
     from algos import algorithm
     from algos.fast_dqn import FastDQN
-    from experiments.policy import load_greedy_policy
+    from experiments.results.policy import MODULE_SUBPATH, load_module_policy
 
     algo = _config().build_algo()  # the conf says training.implementation: fast
     assert isinstance(algo, FastDQN)
@@ -51,7 +53,7 @@ def test_fast_dqn_learns_cartpole_and_its_checkpoint_loads(ray_session, tmp_path
         algo.stop()
     assert max(returns) >= THRESHOLD, returns
 
-    policy = load_greedy_policy(checkpoint, algorithm("dqn").greedy)
+    policy = load_module_policy(Path(checkpoint) / MODULE_SUBPATH, algorithm("dqn").greedy)
     env = gym.make("CartPole-v1")
     total = 0.0
     for seed in range(3):
@@ -68,10 +70,10 @@ def test_ppo_solves_cartpole_through_the_algorithm_table(ray_session, tmp_path):
     """conf/ppo_cartpole.yaml (algos/ppo.py, the second entry of the algorithm table): RLlib's greedy evaluation
     reaches 475 (solved), and the checkpoint's greedy policy (PPO's rule: argmax of the logits) plays as well."""
     from algos import algorithm
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.policy import load_greedy_policy
-    from experiments.rllib_config import build_config
+    from experiments.results.policy import MODULE_SUBPATH, load_module_policy
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / "ppo_cartpole.yaml")
     plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1, exp.training.train_batch_size_per_learner)
@@ -87,7 +89,7 @@ def test_ppo_solves_cartpole_through_the_algorithm_table(ray_session, tmp_path):
     finally:
         algo.stop()
     assert max(returns) >= 475, returns
-    policy = load_greedy_policy(checkpoint, algorithm("ppo").greedy)
+    policy = load_module_policy(Path(checkpoint) / MODULE_SUBPATH, algorithm("ppo").greedy)
     env = gym.make("CartPole-v1")
     played = []
     for seed in range(3):

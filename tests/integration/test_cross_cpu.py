@@ -49,7 +49,7 @@ def test_cross_cpu_gives_the_same_bits_on_every_emulated_cpu_and_native_numerics
 
 
 def test_the_mode_is_asked_for_by_flag_or_environment():
-    from experiments.cross_cpu import requested
+    from experiments.plan.numerics import requested
 
     assert requested(True, {})
     assert requested(False, {"RLPLATFORM_CROSS_CPU": "1"})

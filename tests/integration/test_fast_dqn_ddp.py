@@ -14,9 +14,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_two_ddp_learners_with_uneven_slices_stay_identical_and_feed_priorities(ray_session):
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / "canary_planted.yaml", [
         "learners.num_learners=2", "training.replay_buffer.type=prioritized",

@@ -13,9 +13,9 @@ pytestmark = pytest.mark.slow
 
 
 def _train(mixed_precision: str = "none", compile_backend: str | None = None) -> list[float]:
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / "canary_planted.yaml", ["training.replay_buffer.type=prioritized"])
     config = build_config(exp, resolve_plan(load_preset("cpu"), exp.timeframe, 1), seed=0)

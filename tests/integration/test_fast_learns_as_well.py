@@ -22,9 +22,9 @@ SEEDS = (0, 1)
 
 
 def _learning_curve(conf: str, implementation: str, seed: int, iterations: int) -> list[float]:
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / conf, ["training.replay_buffer.type=prioritized",
                                                  f"training.implementation={implementation}"])

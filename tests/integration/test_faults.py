@@ -115,9 +115,9 @@ def test_a_storage_outage_ends_the_run_in_one_line_and_leaves_a_resumable_sweep(
     import boto3
     from moto.server import ThreadedMotoServer
 
-    from experiments.resume_check import check_resumable
-    from experiments.storage import resolve_storage
-    from experiments.sweep_state import sweep_to_resume
+    from experiments.storage.filesystem import resolve_storage
+    from experiments.storage.resume_check import check_resumable
+    from experiments.storage.sweep_state import sweep_to_resume
 
     port = free_port()
     endpoint = f"http://{LOOPBACK}:{port}"

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 DRIVER = """
 import argparse, io, sys
 from rich.console import Console
-from experiments.cluster import LOCAL, RayTarget
-from experiments.local_ray import start_ray
+from experiments.plan.cluster import LOCAL, RayTarget
+from experiments.plan.local_ray import start_ray
 import ray
 args = argparse.Namespace(no_dashboard=False, dashboard_host="127.0.0.1", dashboard_port=None, ray_metrics=False)
 start_ray(RayTarget(LOCAL), args, Console(file=io.StringIO()))

@@ -123,7 +123,7 @@ def test_the_printed_link_opens_the_training_runs_not_the_genai_overview(store, 
     model training and the link the run prints lands on the runs table."""
     from mlflow.tracking import MlflowClient
 
-    from experiments.tracking import ui_url
+    from experiments.tracking.runs import ui_url
 
     uri, name, _ = store
     experiment = MlflowClient(uri).get_experiment_by_name(name)

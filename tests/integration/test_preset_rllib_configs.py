@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.config import load_experiment
+from experiments.config.load import load_experiment
 from experiments.hardware import available_presets, load_preset, resolve_plan
 from tests.conftest import REPO
 
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 
 def bundles_for(preset_name: str, conf: str = "dqn_btc.yaml", overrides: list[str] | None = None):
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf" / conf, overrides or [])
     preset = load_preset(preset_name)
@@ -119,7 +119,7 @@ def test_searched_env_key_is_drawn_once_for_training_and_evaluation():
     """A grid over environment.env_config.symbol makes one trial per symbol, evaluated on the same symbol."""
     from ray.tune.search.variant_generator import generate_variants
 
-    from experiments.sweep import build_param_space
+    from experiments.sweep.tuner import build_param_space
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", [
         "tune.search_space={environment.env_config.symbol: {grid: [AAA, BBB, CCC]}, training.lr: {choice: [0.1, 0.2]}}",

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from experiments.ray_leftovers import reap_orphans
+from experiments.plan.ray_leftovers import reap_orphans
 
 pytest.importorskip("ray")
 

@@ -25,9 +25,9 @@ def s3(monkeypatch):
 
 
 def test_trials_start_from_the_champions_weights_from_a_folder_or_s3(operations_loop, s3, ray_session):
-    from experiments.preflight import preflight
-    from experiments.rllib_config import build_config
+    from experiments.plan.preflight import preflight
     from experiments.shell import terminal_console
+    from experiments.sweep.rllib_config import build_config
 
     checkpoint = operations_loop.root / "runs" / "dqn_btc" / "retrain" / "champion-v1" / "best_checkpoint"
     assert checkpoint.exists()  # the incremental retrain of the loop downloaded it there

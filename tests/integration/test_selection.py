@@ -2,7 +2,7 @@
 same seed trains the same model.
 
 The first two run real Ray Tune with tiny trainables, so they pin Tune's own behaviour under the run
-config and searcher that `experiments.sweep` builds for every experiment; the last trains FastDQN.
+config and searcher that `experiments.sweep.tuner` builds for every experiment; the last trains FastDQN.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config import load_experiment
+from experiments.config.load import load_experiment
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -61,9 +61,9 @@ def _fit(trainable, tmp_path: Path, score_attribute: str, tune_prunes: bool = Fa
     Tune's own pruning instead, ranking by `score_attribute`."""
     from ray.tune import Tuner
 
-    from experiments.checkpoint_pruning import CheckpointPruner
-    from experiments.storage import resolve_storage
-    from experiments.sweep import run_config
+    from experiments.storage.checkpoint_pruning import CheckpointPruner
+    from experiments.storage.filesystem import resolve_storage
+    from experiments.sweep.tuner import run_config
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["tune.checkpoint={frequency: 1, num_to_keep: 2}"])
     storage = resolve_storage(None, None, tmp_path, "test", {})
@@ -78,7 +78,7 @@ def _fit(trainable, tmp_path: Path, score_attribute: str, tune_prunes: bool = Fa
 
 def test_keep_k_keeps_the_best_and_the_best_is_scored(ray_session, tmp_path):
     from algos.common import SELECTION_SCORE
-    from experiments.sweep import best_checkpoint
+    from experiments.sweep.tuner import best_checkpoint
 
     result = _fit(_curve_trainable(SELECTION_SCORE), tmp_path, SELECTION_SCORE)
     assert _kept_values(result) == [5.0, 14.15]  # the two best by validation: iterations 3 and 2
@@ -99,7 +99,7 @@ def _sampled(tmp_path: Path, name: str, overrides: list[str]) -> list[tuple[floa
     from ray.tune import TuneConfig, Tuner
 
     from experiments.hardware import resolve_plan, select_preset
-    from experiments.sweep import build_param_space, search_algorithm
+    from experiments.sweep.tuner import build_param_space, search_algorithm
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", [*overrides, "evaluation.protocol=holdout"])
     preset, _ = select_preset("cpu", {}, None)
@@ -134,7 +134,7 @@ def test_same_seed_same_training(ray_session):
     """A trial is reproducible from the file: the same seed gives the same training and validation
     numbers (FastDQN, CPU, one torch thread; docs/verdicts.md gives the spread when they are not)."""
     from experiments.hardware import resolve_plan, select_preset
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["training.implementation=fast",
                                                        "training.replay_buffer.type=uniform",

@@ -1,4 +1,4 @@
-"""Several experiments side by side from one listing (experiments/side_by_side.py), through the real CLI.
+"""Several experiments side by side from one listing (experiments/sweep/side_by_side.py), through the real CLI.
 
 `conf/agents.yaml --smoke-test` trains every shipped agent at once in one Ray cluster; a second listing has
 one of its experiments killed mid-run (as the kernel's OOM killer would), which must leave the other
@@ -18,7 +18,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from experiments.run_status import read_status
+from experiments.sweep.run_status import read_status
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from envs.trading.env import SpotTradingEnv
-from experiments.config import load_experiment
+from experiments.config.load import load_experiment
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
 """Two experiments started at once on one machine: the second takes the next free dashboard port and says so.
 
-Each driver is its own process that starts its own local Ray through `experiments.local_ray.start_ray`, as two
+Each driver is its own process that starts its own local Ray through `experiments.plan.local_ray.start_ray`, as two
 terminals running `python -m experiments.run` would; the first holds its Ray until the second has started.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.local_ray import moved_note
+from experiments.plan.local_ray import moved_note
 from tests.conftest import REPO
 
 DRIVER = """
@@ -21,8 +21,8 @@ import argparse, io, sys, time
 from pathlib import Path
 from rich.console import Console
 from envs.errors import InputError
-from experiments.cluster import LOCAL, RayTarget
-from experiments.local_ray import start_ray
+from experiments.plan.cluster import LOCAL, RayTarget
+from experiments.plan.local_ray import start_ray
 out = io.StringIO()
 args = argparse.Namespace(no_dashboard=sys.argv[1] == "off", dashboard_host="127.0.0.1",
                           dashboard_port=int(sys.argv[2]) if sys.argv[2] != "-" else None)

@@ -12,9 +12,9 @@ pytestmark = pytest.mark.slow
 
 def _one_iteration(vectorize_mode: str | None):
     from envs.trading.vector_env import SpotTradingVectorEnv
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.rllib_config import build_config
+    from experiments.sweep.rllib_config import build_config
 
     exp = load_experiment(REPO / "conf/dqn_btc.yaml", ["reporting.min_sample_timesteps_per_iteration=1500",
                                                        "training.num_steps_sampled_before_learning_starts=500"])

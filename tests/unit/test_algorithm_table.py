@@ -1,4 +1,4 @@
-"""The seams of issue 13: algorithms and env families are table entries, and the platform layer is not
+"""The seams: algorithms and env families are table entries, and the platform layer is not
 shaped like one of them (no algorithm imports the platform, no trading id or key in the platform)."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import algos
 import envs
 from algos.spec import AlgorithmSpec, TrainingBase
 from envs.errors import InputError
-from experiments.config import experiment_model, load_experiment
-from experiments.preflight import SMOKE_OVERRIDES
+from experiments.config.experiment import experiment_model
+from experiments.config.load import load_experiment
+from experiments.plan.preflight import SMOKE_OVERRIDES
 from tests.conftest import REPO, shipped_experiments
 
 
@@ -43,22 +44,58 @@ def test_envs_import_no_ray_and_no_platform():
         assert not offending, f"{path.relative_to(REPO)} imports {offending}"
 
 
-# Trading ids and env_config keys that only envs/trading and its table entry may spell.
-TRADING = re.compile(r"Spot-v0|trading/|env_config\.(symbol|timeframe|data_dir|source|fee_bps|positions)\b"
-                     r"|(env_config|config)(\.get\(|\[)\"(symbol|timeframe|data_dir|source|synthetic_model)\"")
+# Family ids, env_config keys, baselines, metrics, labels and packages that only envs/<family> and its table entry
+# may spell: the platform gets them from the envs.EnvFamily it was handed.
+FAMILY_NAMES = re.compile(r"Spot-v0|trading/|env_config\.(symbol|timeframe|data_dir|source|fee_bps|positions)\b"
+                          r"|(env_config|config)(\.get\(|\[)\"(symbol|timeframe|data_dir|source|synthetic_model)\""
+                          r"|buy_and_hold|dqn_btc|eval/(sharpe|nrpa|apfd|arcs)|test period|envs\.(trading|agents)\b")
+# Examples in help texts and messages ("e.g. conf/dqn_btc.yaml") show a shipped file; they name nothing the code uses.
+EXAMPLE = re.compile(r"e\.g\.[^;)]*")
+# Modules that still reach into the trading family directly, each with the reason (docs/DESIGN.md, "Still open").
+KNOWN_LEAKS = {
+    "experiments/data.py": "the bars CLI is the trading family's own; it is not yet an EnvFamily hook",
+    "experiments/storage/dataset_versions.py": "versions of a bars dataset, for experiments.data update",
+    "experiments/plan/numerics.py": "the machine fingerprint computes the trading features a run computes",
+    "experiments/retrain.py": "the forward test replays bars: the continuous loop is the trading family's so far",
+    "experiments/paper.py": "paper trading reads bars and books trades: the trading family's own",
+}
 
 
-def test_the_platform_spells_no_trading_id_or_key():
-    """experiments/ (the benchmarks, which measure named envs against named peers, aside) and algos/ know the
-    trading family only through its envs.ENVIRONMENTS entry."""
-    files = [*sorted((REPO / "experiments").glob("*.py")), *sorted((REPO / "experiments" / "hardware").glob("*.py")),
-             *sorted((REPO / "algos").glob("*.py"))]
+def platform_files() -> list[Path]:
+    """experiments/ (the benchmarks and studies, which measure named envs against named peers, aside) and algos/."""
+    skipped = ("benchmark", "studies")
+    found = [p for p in (REPO / "experiments").rglob("*.py") if p.relative_to(REPO / "experiments").parts[0] not in skipped]
+    return sorted([*found, *(REPO / "algos").glob("*.py")])
+
+
+def docstring_lines(source: str) -> set[int]:
+    """Line numbers of the module's, classes' and functions' docstrings: prose may name what code must not."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(node):
+            first = node.body[0]
+            lines.update(range(first.lineno, first.end_lineno + 1))
+    return lines
+
+
+def test_the_platform_spells_no_family_id_key_baseline_or_metric():
+    """experiments/ and algos/ know each env family only through its envs.ENVIRONMENTS entry."""
+    files = [path for path in platform_files() if str(path.relative_to(REPO)) not in KNOWN_LEAKS]
+    assert len(files) > 40  # the sub-packages are scanned too
     for path in files:
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.split("#")[0]
-            if '"""' in line or line.lstrip().startswith(("#", "e.g.")):
+        source = path.read_text()
+        prose = docstring_lines(source)
+        for number, line in enumerate(source.splitlines(), 1):
+            code = EXAMPLE.sub("", line.split("#")[0])
+            if number in prose or line.lstrip().startswith(("#", "e.g.")):
                 continue
-            assert not TRADING.search(code), f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+            assert not FAMILY_NAMES.search(code), f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+
+
+def test_the_known_leaks_still_leak():
+    """An entry of KNOWN_LEAKS that no longer names a family is removed from the list, so the list stays true."""
+    for name in KNOWN_LEAKS:
+        assert FAMILY_NAMES.search((REPO / name).read_text()), f"{name} no longer leaks: drop it from KNOWN_LEAKS"
 
 
 @pytest.mark.parametrize("name", sorted(algos.ALGORITHMS))
@@ -88,32 +125,33 @@ def test_an_algorithm_section_refuses_another_algorithms_keys(tmp_path):
 
 
 def test_an_unknown_algorithm_names_the_known_ones():
-    with pytest.raises(InputError, match=r"algorithm 'dqnn' is unknown: did you mean 'dqn'\? \(known: dqn, ppo\)"):
+    with pytest.raises(InputError, match=r"algorithm 'dqnn' is unknown: did you mean 'dqn'\? \(known: dqn, ppo, sac\)"):
         algos.algorithm("dqnn")
 
 
 def test_env_families_own_their_tags_data_and_timeframe():
     config = {"symbol": "SOL-USD", "timeframe": "4h", "data_path": None, "source": "synthetic"}
-    assert envs.run_tags("trading/Spot-v0", config) == {"symbol": "SOL-USD", "data": "SOL-USD"}
-    assert envs.timeframe_of("trading/Spot-v0", config) == "4h"
-    assert envs.timeframe_of("agents/TestPrioritization-v0", {"timeframe": "1h"}) is None
-    assert envs.run_tags("CartPole-v1", {}) == {"data": "CartPole-v1"}
-    assert envs.data_label("agents/TestPrioritization-v0", {"data_path": "/x/ci.csv"}) == "/x/ci.csv"
-    assert envs.prepare_data("CartPole-v1", {}, {}, False, print) == []
+    assert envs.family("trading/Spot-v0").run_tags(config) == {"symbol": "SOL-USD", "data": "SOL-USD"}
+    assert envs.family("trading/Spot-v0").timeframe(config) == "4h"
+    assert envs.family("agents/TestPrioritization-v0").timeframe({"timeframe": "1h"}) is None
+    assert envs.family("CartPole-v1").run_tags({}) == {"data": "CartPole-v1"}
+    assert envs.family("agents/TestPrioritization-v0").data_label({"data_path": "/x/ci.csv"}) == "/x/ci.csv"
+    assert envs.family("CartPole-v1").prepare_data({}, {}, False, print) == []
+    assert envs.family("CartPole-v1").evaluator() is None and envs.family("trading/Spot-v0").evaluator() is not None
 
 
 def test_every_platform_env_has_a_config_model():
     for env_id, entry in envs.ENVIRONMENTS.items():
         assert entry.config_model, env_id
         with pytest.raises(InputError, match="did you mean"):
-            envs.check_env_config(env_id, {"splitt": "train"}, "x")
+            envs.family(env_id).check_config({"splitt": "train"}, "x")
 
 
 def test_reading_experiment_files_imports_no_ray():
     """Validating a file reads the algorithm table and its training sections; RLlib (and torch with it) is
     imported only to build a config, so a refused file answers without paying that import."""
     confs = [str(path) for path in shipped_experiments()]
-    code = ("import sys\nfrom experiments.config import load_experiment\n"
+    code = ("import sys\nfrom experiments.config.load import load_experiment\n"
             f"for conf in {confs!r}:\n    load_experiment(conf)\n"
             "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from envs.errors import InputError
-from experiments.cluster import LOCAL, resolve_ray_target
+from experiments.plan.cluster import LOCAL, resolve_ray_target
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 from mlflow.entities import Metric, Param  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
+from envs.errors import InputError  # noqa: E402
 from experiments import compare  # noqa: E402
 
 
@@ -53,22 +54,33 @@ def store(tmp_path_factory):
 def test_settings_precedence(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("EXPERIMENT_NAME", raising=False)
-    assert compare.settings() == ("sqlite:///mlruns/mlflow.db", "dqn_btc")
+    assert compare.settings() == ("sqlite:///mlruns/mlflow.db", None)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////x/mlflow.db")
     monkeypatch.setenv("EXPERIMENT_NAME", "from_env")
     assert compare.settings() == ("sqlite:////x/mlflow.db", "from_env")
     assert compare.settings("http://host:5000", "given") == ("http://host:5000", "given")
 
 
+def test_without_a_name_the_experiment_with_the_newest_sweep_is_compared(tmp_path):
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.raises(InputError, match="no sweep runs yet"):
+        compare.newest_experiment(client)
+    for name, start in (("newer", 2_000), ("older", 1_000)):
+        run = client.create_run(client.create_experiment(name), start_time=start, tags={"role": "sweep"})
+        client.set_terminated(run.info.run_id)
+    client.create_run(client.get_experiment_by_name("older").experiment_id, start_time=3_000)  # not a sweep
+    assert compare.newest_experiment(client) == "newer"
+
+
 def test_open_client_refuses_a_missing_sqlite_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no MLflow store"):
+    with pytest.raises(InputError, match="no MLflow store"):
         compare.open_client(f"sqlite:///{tmp_path / 'absent.db'}")
     assert not (tmp_path / "absent.db").exists()
 
 
 def test_unknown_experiment_lists_the_known_ones(store):
     _, client, _, _ = store
-    with pytest.raises(LookupError, match=r"known: \[.*'exp'"):
+    with pytest.raises(InputError, match=r"known: \[.*'exp'"):
         compare.experiment_id(client, "nope")
 
 
@@ -79,9 +91,9 @@ def test_parents_children_and_latest_pick(store):
     assert [r.info.run_id for r in parents] == [sweeps["ETH-USD"], sweeps["BTC-USD"]]  # newest first
     assert compare.pick_parent(parents).info.run_id == sweeps["ETH-USD"]
     assert compare.pick_parent(parents, sweeps["BTC-USD"]).info.run_id == sweeps["BTC-USD"]
-    with pytest.raises(LookupError):
+    with pytest.raises(InputError):
         compare.pick_parent(parents, "missing")
-    with pytest.raises(LookupError):
+    with pytest.raises(InputError):
         compare.pick_parent([])
     children = compare.child_runs(client, exp_id, sweeps["BTC-USD"])
     assert [compare.trial_label(r) for r in children] == ["BTC-USD_trial_0", "BTC-USD_trial_1"]
@@ -161,7 +173,7 @@ def test_the_cli_prints_sweeps_the_chosen_sweeps_trials_and_its_evaluation(store
 
 
 @pytest.mark.parametrize("args, fragment", [(["--experiment", "nope"], "known: ['Default', 'exp']"),
-                                            (["--experiment", "exp", "--run", "abc"], "no sweep run 'abc'")])
+                                            (["--experiment", "exp", "--run", "abc"], "--run abc: no such sweep run")])
 def test_the_cli_names_what_is_missing_in_one_line(store, capsys, args, fragment):
     assert compare.main(["--tracking-uri", store[0], *args]) == 2
     err = capsys.readouterr().err

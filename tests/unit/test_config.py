@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envs.errors import InputError
-from experiments.config import load_experiment
+from experiments.config.load import load_experiment
 from tests.conftest import REPO, shipped_experiments
 
 CONFS = shipped_experiments()
@@ -96,7 +96,7 @@ def test_a_searched_data_file_grid_resolves_against_the_experiment_file(tmp_path
 def test_search_space_forms_become_tune_domains():
     from ray import tune
 
-    from experiments.search_space import check_search_space, to_domains
+    from experiments.config.search_space import check_search_space, to_domains
 
     domains = to_domains(
         {
@@ -189,7 +189,7 @@ def test_cli_errors_exit_2_with_one_clear_message(args, fragment):
 
 def test_set_algorithm_starts_training_afresh_and_names_the_ready_made_conf():
     """--set algorithm=ppo on the DQN file failed on training.implementation, one key at a time, blaming the file."""
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
 
     exp = load_experiment(REPO / "conf" / "dqn_btc.yaml", ["algorithm=ppo", "training.lr=1e-4"])
     assert exp.algorithm == "ppo" and exp.training.lr == 1e-4
@@ -205,7 +205,7 @@ def test_set_algorithm_starts_training_afresh_and_names_the_ready_made_conf():
 
 def test_a_smoke_test_without_folds_or_groups_trains_two_different_points():
     """The agents' smoke runs sampled one lr twice: the side-by-side table showed a sweep of one point twice."""
-    from experiments.preflight import load
+    from experiments.plan.preflight import load
 
     exp = load(REPO / "conf" / "dqn_testprio_codec.yaml", [], smoke_test=True)
     assert exp.num_trials() == 2
@@ -215,7 +215,7 @@ def test_a_smoke_test_without_folds_or_groups_trains_two_different_points():
 def test_a_setting_the_protocol_ignores_is_refused():
     """split_fractions: [0.9, 0.2, 0.1] passed the dry run under walk_forward, where it is silently unused."""
     from envs.errors import InputError
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
 
     with pytest.raises(InputError, match=r"environment.env_config.split_fractions is not used when evaluation.protocol "
                                          r"cuts the parts \(type walk_forward\)"):

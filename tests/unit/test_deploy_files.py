@@ -29,6 +29,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+
 # What `ray up` runs on a config before it calls AWS (private, but Ray is pinned in pyproject.toml).
 from ray.autoscaler._private.util import prepare_config, validate_config
 

@@ -12,8 +12,10 @@ GAMMA = 0.5
 def chunk(buffer, episode_id, start, length, terminated=False, done=False):
     """An episode chunk whose observations and rewards encode the step index."""
     obs = np.arange(start, start + length + 1, dtype=np.float32)[:, None]
-    buffer.add_transitions(episode_id, obs, np.zeros(length, dtype=np.int64),
-                           np.arange(start, start + length, dtype=np.float32) + 1.0, terminated, done)
+    first = buffer._added  # what add() does for each episode chunk it is given
+    buffer._store(episode_id, obs, np.zeros(length, dtype=np.int64), np.arange(start, start + length, dtype=np.float32)
+                  + 1.0, terminated, done)
+    buffer._on_stored(first)
 
 
 def by_obs(batch):

@@ -12,12 +12,12 @@ import pyarrow.fs as pafs
 import pytest
 from mlflow.tracking import MlflowClient
 
-from envs.errors import InputError
-from experiments.faults import MLFLOW_WAITS, RunFault, bound_waits, what_failed, write_chain
-from experiments.pending_closures import PendingClosures
-from experiments.resume_check import check_resumable, checkpoint_damage
-from experiments.storage import S3Location, bounded_waits, resolve_storage
-from experiments.sweep_state import FINISHED, INTERRUPTED, RUNNING, SweepState, sweep_to_resume
+from envs.errors import InputError, RunFault
+from experiments.storage.filesystem import S3Location, bounded_waits, resolve_storage
+from experiments.storage.resume_check import check_resumable, checkpoint_damage
+from experiments.storage.sweep_state import FINISHED, INTERRUPTED, RUNNING, SweepState, sweep_to_resume
+from experiments.sweep.faults import MLFLOW_WAITS, bound_waits, what_failed, write_chain
+from experiments.tracking.pending_closures import PendingClosures
 from tests.servers import LOOPBACK, free_port
 
 
@@ -191,9 +191,9 @@ def test_a_local_storage_lists_its_sweep_files_in_order(storage):
 
 
 def test_the_verdict_names_the_planned_folds_and_seeds_it_lacks():
-    from experiments.config import load_experiment
-    from experiments.protocol import fold_indices
-    from experiments.scoring import Trial, missing_trials
+    from experiments.config.load import load_experiment
+    from experiments.config.protocol import fold_indices
+    from experiments.results.trials import Trial, missing_trials
     from tests.conftest import REPO
 
     exp = load_experiment(REPO / "conf" / "dqn_btc.yaml", ["tune.seeds=[0, 1]"])
@@ -217,7 +217,7 @@ def fake_trial(trial_id: str, scores: list[float]):
 
 def test_a_checkpoint_goes_only_when_no_saved_state_can_name_it(storage):
     from algos.common import SELECTION_SCORE
-    from experiments.checkpoint_pruning import CheckpointPruner
+    from experiments.storage.checkpoint_pruning import CheckpointPruner
 
     assert SELECTION_SCORE == "selection_score"
     pruner = CheckpointPruner(storage, "unused", keep=1, mode="max")
@@ -235,7 +235,7 @@ def test_tunes_silent_restart_ends_a_resume_instead():
     """Tune logs this line, then starts the whole sweep again; while resuming, the line raises."""
     import logging
 
-    from experiments.resume_check import no_silent_restart
+    from experiments.storage.resume_check import no_silent_restart
 
     logger = logging.getLogger("ray.tune.execution.tune_controller")
     with no_silent_restart(), pytest.raises(RunFault, match="could not read the interrupted sweep back"):

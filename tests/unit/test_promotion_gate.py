@@ -7,8 +7,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from envs.errors import InputError
-from experiments.promotion import Decision, edge_dsr, judge, record, resolve_version
-from experiments.retrain_settings import GateSection
+from experiments.config.retrain_settings import GateSection
+from experiments.results.promotion import Decision, edge_dsr, judge, record, resolve_version
 
 BASELINES = ["buy_and_hold", "flat"]
 

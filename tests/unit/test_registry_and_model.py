@@ -12,9 +12,9 @@ import pytest
 
 import envs
 from experiments.compare import DISPLAY_OPTIONS
-from experiments.policy_model import as_observation_batch
-from experiments.registry import registered_name
-from experiments.tracking import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, make_client, open_experiment
+from experiments.results.policy_model import as_observation_batch
+from experiments.results.registry import registered_name
+from experiments.tracking.runs import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, make_client, open_experiment
 from tests.conftest import REPO
 
 ENV = {"data_path": "/data/ETH-USD_1h.parquet", "symbol": "BTC-USD"}
@@ -51,7 +51,7 @@ def test_experiments_are_marked_as_model_training_new_and_old(tmp_path):
 
 
 def test_creating_a_store_prints_no_mlflow_bookkeeping(tmp_path):
-    code = ("from experiments.tracking import make_client, open_experiment; "
+    code = ("from experiments.tracking.runs import make_client, open_experiment; "
             f"uri = 'sqlite:///{tmp_path / 'new.db'}'; open_experiment(make_client(uri), 'x', uri)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
@@ -109,7 +109,7 @@ def test_a_version_that_means_something_else_gets_a_name_that_says_so(tmp_path):
     own name, and the same meaning keeps the same name."""
     from mlflow import MlflowClient
 
-    from experiments.registry import model_meaning, name_for_meaning
+    from experiments.results.registry import model_meaning, name_for_meaning
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     dqn = model_meaning("dqn", (194,), "Discrete(2)", {})
@@ -139,7 +139,7 @@ def test_a_version_that_means_something_else_gets_a_name_that_says_so(tmp_path):
 def test_the_commit_tag_says_when_the_tree_was_dirty():
     import subprocess
 
-    from experiments.provenance import git_commit
+    from experiments.plan.provenance import git_commit
 
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
                            cwd=REPO).stdout.strip()

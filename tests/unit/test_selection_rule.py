@@ -8,9 +8,9 @@ import pytest
 
 from algos.common import SELECTION_SCORE, copy_selection_score
 from algos.spec import SelectionRule
-from experiments.config import load_experiment
-from experiments.preflight import check_selection
 from envs.errors import InputError
+from experiments.config.load import load_experiment
+from experiments.plan.preflight import check_selection
 from tests.conftest import REPO
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from experiments.hardware import load_preset, resolve_plan
-from experiments.placement import share_machine
+from experiments.plan.placement import share_machine
 from experiments.run import main
 from tests.conftest import REPO
 

@@ -6,7 +6,12 @@ from pathlib import Path
 import pytest
 
 from envs.errors import InputError
-from experiments.storage import explicit_endpoints, keep_credentials_out_of_ray, parse_s3, resolve_storage
+from experiments.storage.filesystem import (
+    explicit_endpoints,
+    keep_credentials_out_of_ray,
+    parse_s3,
+    resolve_storage,
+)
 
 
 def test_precedence_cli_then_file_then_environment_then_output(tmp_path):
@@ -67,7 +72,7 @@ def test_credentials_are_not_copied_into_trials_runtime_environments():
 
 
 def test_a_tracking_uri_with_credentials_is_refused_without_echoing_them(monkeypatch):
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from tests.conftest import REPO
 
     exp = load_experiment(REPO / "conf" / "dqn_btc.yaml")

@@ -9,9 +9,15 @@ import pytest
 from envs.trading.backtest import evaluate_policy
 from envs.trading.data import TIMEFRAMES, find_gaps, timeframe_delta, validate_bars
 from envs.trading.env import SpotTradingEnv
-from envs.trading.synthetic import REGIMES, regime_labels, symbol_profile, synthetic_bars
+from envs.trading.synthetic import REGIMES, _regime_path, seeded_rng, symbol_profile, synthetic_bars
 
 N = 20_000
+
+
+def regime_labels(symbol: str, timeframe: str, n_bars: int, seed: int) -> np.ndarray:
+    """The regime name of every bar `synthetic_bars` generated for the same arguments."""
+    rng = seeded_rng(symbol, seed)
+    return np.asarray(REGIMES)[_regime_path(rng, n_bars, timeframe_delta(timeframe) / pd.Timedelta(days=1))]
 
 
 @pytest.fixture(scope="module")

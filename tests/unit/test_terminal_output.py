@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from experiments import progress, shell
-from experiments.evaluate import format_cell, print_frame
+from experiments import shell
+from experiments.results.evaluate import format_cell, print_frame
+from experiments.sweep import progress
 
 
 def _trial(number: int) -> SimpleNamespace:

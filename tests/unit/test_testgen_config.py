@@ -33,7 +33,7 @@ def test_mistakes_are_one_line_naming_the_key(config, fragment):
 
 def test_the_platform_checks_it_with_the_full_key_path():
     with pytest.raises(InputError, match=r"conf/x.yaml: environment\.env_config\.test_programs: program 'tomlib'"):
-        envs.check_env_config("agents/TestGeneration-v0", {"test_programs": ["tomlib"]}, "conf/x.yaml",
+        envs.family("agents/TestGeneration-v0").check_config({"test_programs": ["tomlib"]}, "conf/x.yaml",
                               "environment.env_config.")
 
 

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from envs import evaluator_for
+from envs import family
 from envs.agents.testgen import atheris_peer
 from envs.agents.testgen.baselines import GreedyStrategy, RandomStrategy
+from envs.agents.testgen.config import parse_config
 from envs.agents.testgen.env import TestGenerationEnv
 from envs.agents.testgen.evaluate import (
-    STRATEGIES,
     Run,
     evaluate_policy,
     findings_frame,
@@ -16,7 +16,6 @@ from envs.agents.testgen.evaluate import (
     run_all,
     run_strategy,
 )
-from envs.agents.testgen.config import parse_config
 
 needs_atheris = pytest.mark.skipif(not atheris_peer.atheris_installed(), reason="atheris not installed")
 
@@ -27,7 +26,7 @@ def always(action: int):
 
 def test_the_report_has_a_row_per_strategy_and_a_curve_per_execution(monkeypatch):
     monkeypatch.setattr(atheris_peer, "atheris_installed", lambda: False)
-    report = evaluator_for("agents/TestGeneration-v0")(always(7), {"eval_budget": 80, "eval_seeds": 2})
+    report = family("agents/TestGeneration-v0").evaluator()(always(7), {"eval_budget": 80, "eval_seeds": 2})
     assert list(report.table.index) == ["agent", "random", "greedy"]
     assert {"arcs", "arcs_std", "gained", "lines", "crashes", "execs_per_s"} <= set(report.table.columns)
     assert list(report.series.index) == list(range(81)) and report.series.notna().all().all()
@@ -75,7 +74,7 @@ def test_atheris_runs_the_budget_and_returns_a_coverage_curve():
 @needs_atheris
 def test_the_report_has_an_atheris_row_when_it_is_installed():
     report = evaluate_policy(always(0), {"eval_budget": 50, "eval_seeds": 1})
-    assert list(report.table.index) == list(STRATEGIES) and "eval/arcs_vs_atheris" in report.agent_metrics
+    assert list(report.table.index) == ["agent", "random", "greedy", "atheris"] and "eval/arcs_vs_atheris" in report.agent_metrics
     assert len(report.series["atheris"]) == 51
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from envs.agents.testprio.data import load_history, parse_enriched, parse_retecs
 from envs.agents.testprio.features import CLIP, build_features
-from envs.agents.testprio.synthetic import generate_frame, generate_history, write_retecs_csv
+from envs.agents.testprio.synthetic import generate_frame, generate_history
 from envs.errors import InputError
 
 REAL_DATA = Path(__file__).resolve().parents[2] / "data/testprio"  # bundled: the shipped confs use it
@@ -86,7 +86,8 @@ def test_enriched_history_is_recomputed_from_the_sequence():
 
 
 def test_synthetic_history_round_trips_through_a_retecs_file(tmp_path):
-    path = write_retecs_csv(tmp_path / "synthetic.csv", n_cycles=30, n_tests=12, seed=4)
+    path = tmp_path / "synthetic.csv"
+    generate_frame(30, 12, 4).to_csv(path, sep=";", index=False)  # the RETECS layout: `;`-delimited
     loaded = load_history(path)
     generated = generate_history(n_cycles=30, n_tests=12, seed=4)
     assert loaded.n_cycles == generated.n_cycles == 30
@@ -204,7 +205,7 @@ def test_real_enriched_file_loads_and_matches_its_precomputed_history():
 def test_every_shipped_testprio_conf_reads_bundled_data_with_source_and_license():
     """A fresh clone has data/ but not ../shared: every data file a shipped conf reads is under data/,
     and data/testprio/README.md names each bundled file with its source and license."""
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from tests.conftest import REPO
 
     readme = (REPO / "data/testprio/README.md").read_text()

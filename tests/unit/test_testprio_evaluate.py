@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from envs import evaluator_for
-from envs.agents.testprio.evaluate import STRATEGIES, evaluate_pairwise_policy, evaluate_policy
+from envs import family
+from envs.agents.testprio.evaluate import evaluate_pairwise_policy, evaluate_policy
 from envs.agents.testprio.ranking import TOURNAMENT_MAX_TESTS, rank_pairwise, rank_pointwise
 from envs.errors import InputError
 
@@ -30,18 +30,18 @@ class CountingComparator:
 
 
 def test_each_env_id_maps_to_its_evaluator():
-    assert evaluator_for("agents/TestPrioritization-v0") is evaluate_policy
-    assert evaluator_for("agents/TestPrioritizationPairwise-v0") is evaluate_pairwise_policy
+    assert family("agents/TestPrioritization-v0").evaluator() is evaluate_policy
+    assert family("agents/TestPrioritizationPairwise-v0").evaluator() is evaluate_pairwise_policy
 
 
 def test_report_is_well_formed_on_synthetic_data():
     report = evaluate_policy(constant_policy, {})
-    assert list(report.table.index) == list(STRATEGIES)
+    assert list(report.table.index) == ["agent", "recent_failures", "random", "optimal"]
     assert list(report.table.columns) == ["apfd", "napfd", "nrpa", "cycles_with_failures", "cycles", "paper_apfd",
                                           "paper_napfd", "paper_nrpa", "paper_cycles"]
     assert set(report.agent_metrics) == {f"eval/{p}{m}" for p in ("", "paper_") for m in ("apfd", "napfd", "nrpa")}
     assert all(np.isfinite(v) for v in report.agent_metrics.values())
-    assert list(report.series.columns) == list(STRATEGIES)
+    assert list(report.series.columns) == ["agent", "recent_failures", "random", "optimal"]
     assert report.series.index.name == "cycle"
     assert report.series_label == "APFD per CI cycle"
     assert report.notes
@@ -148,7 +148,7 @@ def test_both_scoring_protocols_on_a_hand_built_history(tmp_path):
 def test_the_bundled_codec_history_has_the_cycles_the_paper_filter_removes():
     """Commons_codec's 117 scored held-out cycles include 55 with 2-5 tests, which Bagherzadeh et al.'s
     code does not score; with their filter the baselines' NRPA is lower (random 0.827 -> 0.793)."""
-    from experiments.config import load_experiment
+    from experiments.config.load import load_experiment
     from tests.conftest import REPO
 
     config = load_experiment(REPO / "conf/dqn_testprio_codec.yaml").environment.env_config

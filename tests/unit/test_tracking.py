@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from experiments.tracking import flatten, numeric_metrics, sanitize_key, without_secrets
+from experiments.tracking.runs import flatten, numeric_metrics, sanitize_key, without_secrets
 
 
 def test_sanitize_key_removes_what_mlflow_rejects():

@@ -1,13 +1,13 @@
 """Runs that start at the same moment on a new sqlite MLflow store: without a lock MLflow's migrations run
 in several processes at once and all but one die (`duplicate column name: step`); `make_client` creates
-the store under a file lock (experiments.tracking_store), so all of them get a working store."""
+the store under a file lock (experiments.tracking.store), so all of them get a working store."""
 from __future__ import annotations
 
 import multiprocessing as mp
 from pathlib import Path
 
-from experiments.tracking import make_client
-from experiments.tracking_store import prepare_store, sqlite_path
+from experiments.tracking.runs import make_client
+from experiments.tracking.store import prepare_store, sqlite_path
 
 PROCESSES = 4
 ROUNDS = 3

@@ -159,6 +159,6 @@ def test_the_reward_log_must_be_math_log(tmp_path, monkeypatch):
 def test_make_vec_uses_the_native_vector_env_and_bad_num_envs_is_an_input_error():
     vec = gym.make_vec(ENV_ID, num_envs=4, vectorization_mode="vector_entry_point", config={})
     assert isinstance(vec.unwrapped, SpotTradingVectorEnv) and vec.num_envs == 4
-    assert envs.has_vector_env(ENV_ID) and not envs.has_vector_env("agents/TestPrioritization-v0")
+    assert envs.family(ENV_ID).has_vector_env and not envs.family("agents/TestPrioritization-v0").has_vector_env
     with pytest.raises(InputError, match="num_envs"):
         SpotTradingVectorEnv({}, num_envs=0)

@@ -3,7 +3,7 @@
 Judged one by one, at least one of thirty noise hypotheses passes the verdict: that is the luck a user who
 tries thirty ideas and keeps the best is fooled by. Through the ledger (a real MLflow store on disk), each
 verdict is deflated by every configuration tried before it on the same data and windows, and none passes.
-The hypotheses (experiments/ledger_canary.py) are persistent random long/flat positions on a seeded random walk,
+The hypotheses (experiments/studies/ledger_canary.py) are persistent random long/flat positions on a seeded random walk,
 with fees; their out-of-sample returns are simulated, as the verdict would receive them from 30 sweeps that do
 not fit in CI.
 """
@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments.ledger_canary import CONFIGURATIONS, FOLDS, HOURS_PER_YEAR, HYPOTHESES, BARS
-from experiments.ledger_canary import hypothesis as _hypothesis
-from experiments.ledger_canary import random_walk_market as _market
-from experiments.ledger_canary import supported as _supported
-from experiments.trials_ledger import LedgerKey, LedgerRun, TrialsLedger
-from experiments.verdict import build_verdict
+from experiments.results.trials_ledger import LedgerKey, LedgerRun, TrialsLedger
+from experiments.results.verdict import build_verdict
+from experiments.studies.ledger_canary import BARS, CONFIGURATIONS, FOLDS, HOURS_PER_YEAR, HYPOTHESES
+from experiments.studies.ledger_canary import hypothesis as _hypothesis
+from experiments.studies.ledger_canary import random_walk_market as _market
+from experiments.studies.ledger_canary import supported as _supported
 
 
 def test_thirty_noise_hypotheses_pass_one_by_one_but_not_through_the_ledger(tmp_path):
@@ -78,7 +78,7 @@ def test_a_fresh_ledger_is_recorded_with_its_reason_and_counts_from_there(tmp_pa
 @pytest.mark.parametrize("duplicates", [1, 3])
 def test_a_rerun_counts_as_tried_but_not_as_independent(duplicates):
     """The count grows with every rerun; the effective number absorbs exact duplicates."""
-    from experiments.verdict import PriorTrials, configuration_series
+    from experiments.results.verdict import PriorTrials, configuration_series
 
     market = _market(seed=7)
     trials = _hypothesis(0, market)

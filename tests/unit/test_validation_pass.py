@@ -1,5 +1,5 @@
 """One validation pass before Ray: everything `--dry-run` can check without a cluster, each refusal one line
-and exit 2 (issue 13, part 3), and experiment files as deltas of a base (part 4)."""
+and exit 2, and experiment files as deltas of a base."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envs.errors import InputError
-from experiments.config import load_experiment
+from experiments.config.load import load_experiment
 from experiments.run import main
 from tests.conftest import REPO
 
@@ -116,7 +116,7 @@ def test_numbers_written_as_yaml_text_are_numbers(tmp_path):
 def test_a_list_valued_key_is_searched_whole(cartpole):
     """Exploration-schedule variants: each choice is one whole schedule, reaching RLlib's epsilon intact."""
     from experiments.hardware import load_preset, resolve_plan
-    from experiments.sweep import build_param_space
+    from experiments.sweep.tuner import build_param_space
 
     schedules = [[[0, 1.0], [1000, 0.05]], [[0, 1.0], [5000, 0.02]]]
     exp = load_experiment(cartpole, [f"tune.search_space={{training.epsilon: {{grid: {schedules}}}}}"])

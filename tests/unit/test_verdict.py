@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from envs.report import EvaluationReport
-from experiments.verdict import (
+from experiments.results.verdict import (
     ScoredTrial,
     _pbo,
     build_verdict,
@@ -166,7 +166,7 @@ def test_the_printed_verdict_keeps_its_caveats_and_bracketed_choices():
     """Rich reads '[one seed: ...]' and '[64, 64]' as markup and would silently drop them."""
     from rich.console import Console
 
-    from experiments.verdict_report import print_verdict
+    from experiments.results.report import print_verdict
 
     trials = [dataclasses.replace(t, point="fcnet_hiddens=[64, 64]") for t in _trials(0.002, folds=2, seeds=1)]
     console = Console(record=True, width=200)
@@ -179,7 +179,7 @@ def test_the_printed_verdict_keeps_its_caveats_and_bracketed_choices():
 def test_expected_max_is_purgedcv_s_for_whole_trials_and_grows_smoothly_between():
     from purgedcv import deflated_sharpe_ratio_full
 
-    from experiments.verdict import expected_max_z
+    from experiments.results.verdict import expected_max_z
 
     rng = np.random.default_rng(0)
     returns = rng.normal(0.001, 0.01, 300)
@@ -191,7 +191,7 @@ def test_expected_max_is_purgedcv_s_for_whole_trials_and_grows_smoothly_between(
 
 
 def test_participation_ratio_counts_independent_series_and_absorbs_copies():
-    from experiments.verdict import distinct_columns, participation_ratio
+    from experiments.results.verdict import distinct_columns, participation_ratio
 
     rng = np.random.default_rng(1)
     independent = pd.DataFrame(rng.normal(size=(5000, 4)), columns=list("abcd"))

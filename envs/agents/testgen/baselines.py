@@ -8,9 +8,11 @@ without learning across programs.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
+
+from envs.baselines import Baseline, baseline_table
 
 
 class Strategy(Protocol):
@@ -57,3 +59,11 @@ class GreedyStrategy:
     def observe(self, action: int, new_arcs: int) -> None:
         self.trials[action] += 1
         self.successes[action] += new_arcs > 0
+
+
+# The family's signature: (number of actions, seed) -> a Strategy, played through the scoring env like the agent.
+# Atheris, the reference fuzzer, runs in its own process with its own scheduler and is reported beside these.
+BASELINES: tuple[Baseline[Callable[[int, int], Strategy]], ...] = baseline_table(
+    Baseline("random", RandomStrategy, "uniform operator choice, as AFL's havoc stage: the floor"),
+    Baseline("greedy", GreedyStrategy, "a bandit over the same actions, as adaptive schedulers such as MOpt"),
+)

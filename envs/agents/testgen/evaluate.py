@@ -32,13 +32,12 @@ import numpy as np
 import pandas as pd
 
 from envs.agents.testgen import atheris_peer
-from envs.agents.testgen.baselines import GreedyStrategy, RandomStrategy, Strategy
+from envs.agents.testgen.baselines import BASELINES, Strategy
 from envs.agents.testgen.config import TestGenerationConfig, parse_config
 from envs.agents.testgen.env import TestGenerationEnv
 from envs.agents.testgen.findings import Finding
 from envs.report import EvaluationReport, Policy
 
-STRATEGIES = ("agent", "random", "greedy", "atheris")
 INPUT_REPR_CHARS = 80
 
 
@@ -103,8 +102,8 @@ def _baseline_runs(config_json: str, with_atheris: bool) -> tuple[Run, ...]:
     env = _scoring_env(config)
     runs: list[Run] = []
     for name, seed in _cases(config):
-        runs += [run_strategy(env, RandomStrategy(env.action_space.n, seed), name, seed, "random"),
-                 run_strategy(env, GreedyStrategy(env.action_space.n, seed), name, seed, "greedy")]
+        runs += [run_strategy(env, baseline.decide(env.action_space.n, seed), name, seed, baseline.name)
+                 for baseline in BASELINES]
         if with_atheris:
             peer = atheris_peer.run_atheris(name, config.eval_budget, seed, config.max_input_bytes)
             runs.append(Run("atheris", name, seed, peer.curve, peer.lines, peer.findings, peer.execs_per_s))
@@ -140,7 +139,7 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
     config = parse_config(env_config)
     runs, notes = run_all(policy, config)
     findings = findings_frame(runs)
-    strategies = [s for s in STRATEGIES if any(run.strategy == s for run in runs)]
+    strategies = [s for s in ("agent", *(b.name for b in BASELINES), "atheris") if any(run.strategy == s for run in runs)]
     table = pd.DataFrame([_summary([run for run in runs if run.strategy == s], findings) for s in strategies],
                          index=pd.Index(strategies, name="strategy"))
     table = table.join(paired_with_agent(runs))

@@ -42,9 +42,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.agents.testprio import metrics
 from envs.agents.testprio.config import PrioritizationConfig, parse_config
 from envs.agents.testprio.dataset import PreparedData, prepare
-from envs.agents.testprio import metrics
 from envs.agents.testprio.features import CLIP
 from envs.agents.testprio.ranking import pair_observations
 from envs.errors import InputError

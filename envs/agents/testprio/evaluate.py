@@ -34,7 +34,11 @@ from envs.agents.testprio.ranking import rank_pairwise, rank_pointwise, tiebreak
 from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
 
-STRATEGIES = ("agent", "recent_failures", "random", "optimal")
+
+
+def strategies() -> tuple[str, ...]:
+    """The report's rows: the agent, then every baseline of the table, read when scoring (one entry adds one)."""
+    return ("agent", *(b.name for b in baselines.BASELINES))
 # Bagherzadeh et al.'s code scores only CI cycles with at least this many tests; ours scores every cycle
 # with two or more (a single test has one order). Both are reported; the paper's columns are `paper_*`.
 PAPER_MIN_TESTS = 6
@@ -58,7 +62,7 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
     with_failures = int(scored["apfd"].notna().sum())
     metric = "apfd" if with_failures * 2 >= len(scored) else "nrpa"
     series = scores.pivot(index="cycle", columns="strategy", values=metric)
-    series = series.reindex(index=scores["cycle"].unique(), columns=list(STRATEGIES))  # time order
+    series = series.reindex(index=scores["cycle"].unique(), columns=list(strategies()))  # time order
     series.index.name, series.columns.name = "cycle", None
     single = int(np.sum(data.history.cycle_sizes[data.test_cycles] < 2))
     notes = [
@@ -111,14 +115,10 @@ def score_cycles(policy: Policy, config: PrioritizationConfig, data: PreparedDat
             agent = rank_pairwise(policy, cycle_features, tiebreak)
         else:
             agent = rank_pointwise(policy, cycle_features, tiebreak, config.priority_buckets)
-        past = history.history[span, : data.window]
-        failure_rate = history.prior_failures[span] / np.maximum(history.prior_runs[span], 1)
-        orders = {
-            "agent": agent,
-            "recent_failures": baselines.recent_failures_order(past, failure_rate, estimates),
-            "random": baselines.random_order(n, rng),
-            "optimal": baselines.optimal_order(verdicts, durations),
-        }
+        view = baselines.Cycle(history.history[span, : data.window],
+                               history.prior_failures[span] / np.maximum(history.prior_runs[span], 1), estimates,
+                               verdicts, durations)
+        orders = {"agent": agent, **{b.name: b.decide(view, rng) for b in baselines.BASELINES}}
         for strategy, order in orders.items():
             rows.append(
                 {
@@ -145,4 +145,4 @@ def _summary(scores: pd.DataFrame) -> pd.DataFrame:
             "cycles": grouped.size(),
         }
     )
-    return table.reindex(list(STRATEGIES)).fillna({"cycles_with_failures": 0, "cycles": 0})
+    return table.reindex(list(strategies())).fillna({"cycles_with_failures": 0, "cycles": 0})

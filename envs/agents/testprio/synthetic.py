@@ -10,8 +10,6 @@ data and can be written to disk for users to inspect or edit.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -69,15 +67,6 @@ def generate_history(n_cycles: int = 160, n_tests: int = 60, seed: int = DEFAULT
     """A synthetic `CIHistory`, normalized exactly like a loaded RETECS file."""
     return parse_retecs(generate_frame(n_cycles, n_tests, seed),
                         source=f"synthetic(n_cycles={n_cycles}, n_tests={n_tests}, seed={seed})")
-
-
-def write_retecs_csv(
-    path: str | Path, n_cycles: int = 160, n_tests: int = 60, seed: int = DEFAULT_SEED
-) -> Path:
-    """Write a synthetic history as a `;`-delimited RETECS CSV and return its path."""
-    path = Path(path)
-    generate_frame(n_cycles, n_tests, seed).to_csv(path, sep=";", index=False)
-    return path
 
 
 def _format_results(results: list[int]) -> str:

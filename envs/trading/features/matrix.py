@@ -28,7 +28,14 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from envs.trading.data import TIMEFRAMES, bar_spacing, check_coarser, load_bars, resample_bars, timeframe_delta
+from envs.trading.data import (
+    TIMEFRAMES,
+    bar_spacing,
+    check_coarser,
+    load_bars,
+    resample_bars,
+    timeframe_delta,
+)
 from envs.trading.features.series import load_series
 from envs.trading.features.spec import Block, Item, TransformFeature
 from envs.trading.features.talib_functions import TaFeature

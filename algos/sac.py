@@ -1,0 +1,84 @@
+"""SAC (soft actor-critic: twin Q, entropy-tuned alpha, squashed Gaussian policy): RLlib's SAC on the new API
+stack, for continuous (Box) actions.
+
+The `training` section (`SACTraining`) mirrors `SACConfig.training`. One `lr` drives the actor, the critic and
+alpha unless `actor_lr`, `critic_lr` or `alpha_lr` says otherwise, so the hardware plan, which reads and scales
+`lr`, scales every optimizer at once. The replay buffer is RLlib's uniform episode buffer, as in the SAC papers.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, model_validator
+
+from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.sac import SACConfig
+
+# The learning rates that follow `lr` unless set.
+OWN_LRS = ("actor_lr", "critic_lr", "alpha_lr")
+
+
+class SACTraining(TrainingBase):
+    lr: float = Field(default=3e-4, gt=0)
+    actor_lr: float | None = Field(default=None, gt=0)
+    critic_lr: float | None = Field(default=None, gt=0)
+    alpha_lr: float | None = Field(default=None, gt=0)
+    train_batch_size_per_learner: int = Field(default=256, ge=1)
+    grad_clip: float | None = Field(default=None, gt=0)
+    tau: float = Field(default=5e-3, gt=0, le=1)                 # target networks' soft-update rate
+    initial_alpha: float = Field(default=1.0, gt=0)               # the entropy weight's start
+    target_entropy: Literal["auto"] | float = "auto"              # auto: -(action dimensions)
+    twin_q: bool = True
+    n_step: int = Field(default=1, ge=1)
+    replay_buffer_capacity: int = Field(default=1_000_000, ge=100)
+    num_steps_sampled_before_learning_starts: int = Field(default=1500, ge=0)
+    # Replayed samples per sampled env step (256 with batch 256: one update per env step); None keeps RLlib's
+    # native ratio, one batch per sample call.
+    training_intensity: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _scaled_lr_drives_all(self) -> "SACTraining":
+        """batch_scaling: preset scales `lr` only; a rate of its own would silently stay unscaled."""
+        own = [key for key in OWN_LRS if getattr(self, key) is not None]
+        if self.batch_scaling == "preset" and own:
+            raise ValueError(f"batch_scaling: preset scales training.lr only: drop {', '.join(own)} (lr drives "
+                             "the actor, the critic and alpha)")
+        return self
+
+
+def build(inputs: BuildInputs) -> "SACConfig":
+    """The SACConfig for one trial, or a whole sweep with Tune domains inside."""
+    from ray.rllib.algorithms.sac import SACConfig  # here, not at module load: see algos.dqn.build
+
+    from algos.common import apply_common
+
+    training = dict(inputs.sections["training"])
+    training.pop("batch_scaling")  # already applied by the platform's hardware plan
+    lr = training.pop("lr")  # RLlib's SAC has no single lr: each optimizer gets its own
+    rates = {key: lr if training[key] is None else training[key] for key in OWN_LRS}
+    replay_config = {"type": "EpisodeReplayBuffer", "capacity": training.pop("replay_buffer_capacity")}
+    optional = {k: training.pop(k) for k in ("training_intensity", "grad_clip")}
+    training.update(rates)
+    config = SACConfig().training(replay_buffer_config=replay_config, **training,
+                                  **{k: v for k, v in optional.items() if v is not None})
+    return apply_common(config, inputs)
+
+
+def _replay_ratio(training: Any, fragment: int, num_envs: int) -> float:
+    """Replayed samples per sampled env step: the training intensity, or RLlib's native one batch per sample call."""
+    return training.training_intensity or training.train_batch_size_per_learner / (fragment * num_envs)
+
+
+SPEC = AlgorithmSpec(
+    name="sac",
+    training_section=SACTraining,
+    build=build,
+    trainable=lambda training: "SAC",
+    greedy=GreedyRule(output="action_dist_inputs", squash=True),  # tanh of the Gaussian's mean, in the Box
+    action_spaces=("box",),
+    smoke_overrides=("training.num_steps_sampled_before_learning_starts=100",),
+    learner_metrics=(),
+    replay_ratio=_replay_ratio,
+)

@@ -1,0 +1,95 @@
+"""Load an experiment file: its `extends:` chain and --set overrides, validated by the strict model, then every
+check that needs no Ray (search paths and values, batch searches, result keys, the protocol, env_config files
+and the env family's own model). `experiments.plan.preflight` builds on this for --dry-run.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+import algos
+from algos.tree_path import value_at
+from envs.errors import InputError
+from envs.validation import describe_validation_error
+from experiments.config.checks import (
+    check_batch_search,
+    check_result_keys,
+    check_search_paths,
+    check_search_values,
+)
+from experiments.config.experiment import ExperimentConfig, experiment_model
+from experiments.config.files import (
+    absolute_paths,
+    apply_overrides,
+    check_files_exist,
+    parse_override,
+    pin_overridden_searches,
+    read_experiment,
+    switch_algorithm,
+)
+from experiments.config.protocol import apply_protocol
+from experiments.storage.filesystem import explicit_endpoints
+
+
+def load_experiment(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read (with its `extends:` chain), override, validate and check everything that needs no Ray.
+    Relative `*_path`/`*_dir` values resolve against the folder of the file that wrote them, and against
+    the working directory when they come from --set (as any path typed in a shell)."""
+    path = Path(path)
+    source = str(path)
+    raw = read_experiment(path)
+    notes: list[str] = []
+    set_keys = {".".join(parse_override(text)[0]) for text in overrides or []}
+    for text in overrides or []:  # --set algorithm=... starts training afresh, as extends: does
+        key, value = parse_override(text)
+        if key == ["algorithm"] and isinstance(value, str) and value != raw.get("algorithm", "dqn"):
+            notes = [note for setting, note in switch_algorithm(raw, value, source).items()
+                     if setting == "algorithm" or setting not in set_keys]
+            notes += ready_made(path, raw, value) if value in algos.ALGORITHMS else []
+    raw = apply_overrides(raw, overrides or [])
+    pinned = pin_overridden_searches(raw, overrides or [])
+    name = raw.get("algorithm", "dqn")
+    if not isinstance(name, str):
+        raise InputError(f"{source}: algorithm: write one name, e.g. algorithm: dqn (known: {', '.join(algos.ALGORITHMS)})")
+    algos.algorithm(name, where=f"{source}: ")
+    model = experiment_model(name)
+    try:
+        config = model.model_validate(raw)
+    except ValidationError as error:
+        raise InputError(describe_validation_error(error, source, model)) from None
+    check_search_paths(config, source)
+    check_search_values(config, source)
+    check_batch_search(config, source)
+    check_result_keys(config, source)
+    apply_protocol(config, source)
+    family = config.family
+    named = family.path_keys
+    for env_config in (config.environment.env_config, config.evaluation.env_config):
+        absolute_paths(env_config, Path.cwd(), named=named)
+        explicit_endpoints(env_config, f"{source}: environment.env_config")
+        check_files_exist(env_config, source)
+    family.check_config(config.environment.env_config, source)
+    family.check_config({**config.environment.env_config, **config.evaluation.env_config},
+                          f"{source}: evaluation")
+    dumped = config.model_dump()
+    config._pinned = {key: value_at(dumped, key) for key in pinned}  # as validated: 1e-4 is a float here
+    config._overridden = [".".join(parse_override(text)[0]) for text in overrides or []]
+    config._notes = notes
+    return config
+
+
+def ready_made(path: Path, raw: dict[str, Any], algorithm: str) -> list[str]:
+    """The shipped experiment files next to `path` that run `algorithm` on the same env: a switch by --set is
+    a start, theirs is tuned."""
+    env = (raw.get("environment") or {}).get("env")
+    found = []
+    for other in sorted(path.resolve().parent.glob("*.yaml")):
+        try:
+            theirs = read_experiment(other)
+        except InputError:
+            continue
+        if theirs.get("algorithm", "dqn") == algorithm and (theirs.get("environment") or {}).get("env") == env:
+            found.append(str(other.relative_to(Path.cwd()) if other.is_relative_to(Path.cwd()) else other))
+    return [f"ready-made for {algorithm} on {env}: {', '.join(found)}"] if found else []

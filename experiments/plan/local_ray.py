@@ -1,0 +1,126 @@
+"""The Ray a run uses: a cluster it joins, or a local Ray that keeps to this machine (loopback sockets, no
+metrics page without a login, private logs, no leftovers of a dead run), and its dashboard's address.
+
+Measured with Ray 2.60 on Linux (`ss -ltnp`; docs/faults.md has the table):
+- Ray binds gcs, raylet, workers and its agents to the node address it resolves, and it resolves the machine's
+  interface address even for `_node_ip_address="127.0.0.1"` (`services.resolve_ip_for_localhost`); gRPC servers
+  listen on all interfaces. Off "cluster mode" (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, the mode Ray itself uses on
+  macOS and Windows) the node address stays 127.0.0.1 and every listener binds loopback.
+- Three Prometheus pages answer without the token: the dashboard's (port 44227) and the autoscaler monitor's
+  (44217), which Ray starts unconditionally, and the dashboard agent's exporter. Metrics collection off stops the
+  exporter; a port that cannot be bound stops the other two (Ray logs the failure to its session log and goes on).
+  `--ray-metrics` keeps all three, on loopback.
+- Ray's session folder (logs included) is created world-readable under a world-writable /tmp/ray.
+
+A cluster we join is not ours to change: none of this applies to it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import stat
+from pathlib import Path
+from typing import MutableMapping
+
+from rich.console import Console
+
+from envs.errors import InputError
+from experiments.plan import numerics
+from experiments.plan.cluster import LOCAL, RayTarget
+from experiments.plan.ray_leftovers import reap_orphans
+from experiments.shell import tool_command
+
+DEFAULT_DASHBOARD_PORT = 8265  # Ray's first choice, and the port the docs name
+
+LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+NO_METRICS = {
+    "RAY_enable_metrics_collection": "0",  # Ray's system config from the environment: no exporter in the agent
+    "DASHBOARD_METRIC_PORT": "-1",          # the dashboard head's Prometheus server fails to start
+    "AUTOSCALER_METRIC_PORT": "-1",         # so does the autoscaler monitor's
+}
+
+
+def keep_to_this_machine(environ: MutableMapping[str, str], metrics: bool) -> None:
+    """Set what a local Ray reads when it starts (its processes inherit the driver's environment), before
+    `ray.init`. Ray's own constant is updated too when Ray was imported before the variable was set."""
+    environ.update(LOOPBACK_ONLY)
+    if not metrics:
+        environ.update(NO_METRICS)
+    import ray._private.ray_constants as ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def make_private(session_dir: str | None) -> None:
+    """Ray's session folder readable by its owner only: its logs hold the runtime environments of every job."""
+    if session_dir and Path(session_dir).is_dir():
+        os.chmod(session_dir, stat.S_IRWXU)
+
+
+def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> bool:
+    """Join the cluster `target` names, or start a local Ray; returns True when we started it."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if target.note:
+        console.print(target.note, markup=False, highlight=False)
+    if not target.starts_local:
+        # Workers on a cluster we join do not inherit our environment: --cross-cpu's pins travel with the job.
+        pins = {"env_vars": numerics.pinned_environment()} if numerics.is_pinned() else None
+        context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False, runtime_env=pins)
+        print_dashboard(context.dashboard_url, console)
+        return False
+    if args.dashboard_host != "127.0.0.1":
+        console.print(f"[yellow]warning: the Ray dashboard listens on {args.dashboard_host}: anyone who can reach "
+                      "this machine can see and control the cluster[/yellow]")
+    port = getattr(args, "dashboard_port", None)
+    if port is not None and not port_is_free(args.dashboard_host, port):
+        raise InputError(f"--dashboard-port {port}: another process listens on {args.dashboard_host}:{port}: pick "
+                         "another port, or leave --dashboard-port out to take the next free one")
+    for line in reap_orphans():
+        console.print(f"stopped {line}", markup=False, highlight=False)
+    metrics = getattr(args, "ray_metrics", False)
+    keep_to_this_machine(os.environ, metrics)
+    if metrics:
+        console.print("[yellow]warning: --ray-metrics: Ray's Prometheus pages on 127.0.0.1 answer without a login: "
+                      "anyone on this machine can read them[/yellow]")
+    # No port: Ray tries 8265 and up to 50 ports after it, so a second run beside the first takes the next free one
+    # and prints the URL it really got. An explicit port is checked by Ray even with --no-dashboard (its dashboard
+    # process starts for the state API), which is how a second run used to die on the first one's 8265.
+    context = ray.init(address=LOCAL, include_dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
+                       dashboard_port=port, logging_level="ERROR", log_to_driver=False)
+    make_private(context.address_info.get("session_dir"))
+    print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
+    return True
+
+
+def moved_note(url: str | None, asked_port: int | None) -> str:
+    """Why the URL is not the documented :8265: a second run beside the first takes the next free port."""
+    if asked_port is not None or not url or url.endswith(f":{DEFAULT_DASHBOARD_PORT}"):
+        return ""
+    return f" ({DEFAULT_DASHBOARD_PORT} is taken, by another run here)"
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `host:port` can be bound now (the test Ray itself makes before it refuses with a traceback)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def print_dashboard(url: str | None, console: Console, note: str = "") -> None:
+    """The dashboard's URL and, when Ray's token authentication is on (the default since 2.59), how to log in.
+    The token itself is never printed: it is the cluster's password."""
+    if not url:
+        return
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    console.print(f"Ray dashboard: http://{url}{note}", markup=False, highlight=False)
+    if is_token_auth_enabled():
+        console.print(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints",
+                      markup=False, highlight=False)

@@ -1,0 +1,219 @@
+"""Everything `--dry-run` runs: read and check one experiment, prepare its data, plan its hardware and build
+its RLlib config, all before Ray starts.
+
+`experiments.run` calls `preflight` for one experiment file; a run of several experiments
+(`experiments.sweep.side_by_side`) calls it for each listed file with that experiment's share of the machine, so
+a mistake in any of them stops the whole run before anything trains.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+import algos
+import envs
+from envs.errors import InputError
+from experiments.config.checks import ENV_CONFIG_PREFIX
+from experiments.config.experiment import ExperimentConfig
+from experiments.config.load import load_experiment
+from experiments.config.protocol import FOLD_KEY, fold_indices
+from experiments.config.search_space import candidate_values
+from experiments.config.search_space import describe as describe_space
+from experiments.hardware import (
+    HardwarePreset,
+    PlanEstimate,
+    ResourcePlan,
+    estimate,
+    resolve_plan,
+    select_preset,
+)
+from experiments.hardware.batch import check_split
+from experiments.hardware.plan import idle_cpus
+from experiments.storage.filesystem import Storage, check_storage, resolve_storage
+
+# A --smoke-test run: the same pipeline, 2 trials x 2 short iterations; each algorithm adds its own budget
+# (AlgorithmSpec.smoke_overrides), e.g. DQN starts learning after 100 env steps.
+SMOKE_OVERRIDES = [
+    "tune.num_samples=2",
+    "tune.stop={training_iteration: 2}",
+    "tune.checkpoint.frequency=1",
+    "reporting.min_sample_timesteps_per_iteration=200",
+    # Two short iterations never get past exploration: a smoke test keeps every iteration eligible.
+    "tune.checkpoint.select.after_exploration=false",
+]
+
+
+@dataclass
+class Checked:
+    """One experiment that passed every check, with what its run needs."""
+
+    exp: ExperimentConfig
+    storage: Storage
+    preset: HardwarePreset
+    plan: ResourcePlan
+    params: Any  # experiments.sweep.tuner.ParamSpace: the search space RLlib validated, which the sweep runs
+    lines: list[str]  # the plan as printed: preset, resources, learning, estimate, search space, folds
+    estimate: PlanEstimate
+
+
+def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
+    """Small, at different points: a group_by grid keeps its first two values, walk-forward folds their last two;
+    without either, the first searched grid keeps its first num_samples values when it has that many (sampling
+    its choices twice gave two identical trials); other grids become choices, and one seed is kept."""
+    group = exp.tune.group_by
+    space_in = exp.tune.search_space
+    grids = [key for key, domain in space_in.items() if "grid" in domain]
+    kept = [key for key in grids if key in (group, FOLD_KEY)]
+    firsts = {key: 2 for key in kept}
+    if not kept and grids and len(space_in[grids[0]]["grid"]) >= exp.tune.num_samples:
+        kept, firsts = grids[:1], {grids[0]: exp.tune.num_samples}
+    space = {}
+    for key, domain in space_in.items():
+        if key in kept:  # walk-forward keeps the latest folds
+            domain = {"grid": domain["grid"][-2:] if key == FOLD_KEY else domain["grid"][:firsts[key]]}
+        elif "grid" in domain:
+            domain = {"choice": domain["grid"]}
+        space[key] = domain
+    samples = 1 if kept else exp.tune.num_samples
+    tune = exp.tune.model_copy(update={"search_space": space, "seeds": exp.tune.seeds[:1], "num_samples": samples})
+    smoke = exp.model_copy(update={"tune": tune})
+    smoke._smoke_test = True
+    return smoke
+
+
+def load(conf: Path, overrides: list[str], smoke_test: bool) -> ExperimentConfig:
+    """The experiment as it will run: the file, its --set overrides and, for a smoke test, the smoke budget."""
+    if not smoke_test:
+        exp = load_experiment(conf, overrides)
+    else:
+        spec = load_experiment(conf, overrides).spec  # the algorithm may come from --set or extends
+        exp = smoke_version(load_experiment(conf, [*SMOKE_OVERRIDES, *spec.smoke_overrides, *overrides]))
+    check_selection(exp, str(conf))
+    return exp
+
+
+def check_selection(exp: ExperimentConfig, source: str) -> None:
+    """A rule that keeps only checkpoints after exploration needs trials that get there."""
+    if not exp.tune.checkpoint.select.after_exploration:
+        return
+    explore, budget = exp.spec.exploration_steps(exp.training), env_steps_per_trial(exp)
+    if explore >= budget:
+        raise InputError(f"{source}: tune.checkpoint.select.after_exploration: exploration decays at {explore} env "
+                         f"steps but a trial stops at about {budget}, so no checkpoint would be eligible: end the "
+                         "exploration schedule earlier, train longer, or set after_exploration: false")
+
+
+def prepare_data(exp: ExperimentConfig, fetch: bool, log: Callable[[str], None]) -> list[str]:
+    """Make the env family's data local before anything starts (e.g. fetch the coins of a sweep), or, when
+    `fetch` is off (dry run), report what is missing. Returns what is still missing."""
+    searched = {key.removeprefix(ENV_CONFIG_PREFIX): candidate_values(domain)
+                for key, domain in exp.tune.search_space.items() if key.startswith(ENV_CONFIG_PREFIX)}
+    return exp.family.prepare_data(exp.environment.env_config, searched, fetch, log)
+
+
+def check_environment(exp: ExperimentConfig, construct: bool = True) -> list[str]:
+    """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
+    data. Returns what the env says of itself (e.g. its features) and, with several folds, one line per fold with
+    its periods."""
+    env_id, env_config = exp.environment.env, exp.environment.env_config
+    envs.require_registered(env_id)
+    if not construct:
+        return []
+    periods: list[str] = []
+    described: list[str] = []
+    for fold in fold_indices(exp):
+        fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
+        env = exp.family.make(fold_config)
+        check_action_space(exp, env.action_space)
+        described = described or envs.plan_lines(env)  # the first env built says where its features came from
+        exp.family.make({**fold_config, **exp.evaluation.env_config}).close()
+        if exp.family.folds:
+            parts = env.unwrapped.split_periods()
+            periods.append(f"fold {fold}: " + ", ".join(f"{name} {a}..{b}" for name, (a, b) in parts.items()))
+        env.close()
+    return described + (periods if len(periods) > 1 else [])
+
+
+def check_action_space(exp: ExperimentConfig, space: Any) -> None:
+    """The algorithm must act in the env's action space (`AlgorithmSpec.action_spaces`): DQN picks one of n actions
+    and cannot size a position, SAC outputs a vector and cannot pick one. Refused here, not by RLlib mid-sweep."""
+    if exp.spec.supports(space):
+        return
+    fits = [name for name in algos.ALGORITHMS if algos.algorithm(name).supports(space)]
+    raise InputError(f"{exp.environment.env} acts in {space}, and algorithm {exp.algorithm} acts in "
+                     f"{' or '.join(exp.spec.action_spaces)} spaces only: use algorithm: {' or '.join(fits) or '?'}, or "
+                     "an env_config whose actions it can take")
+
+
+def env_steps_per_trial(exp: ExperimentConfig) -> int:
+    stop = exp.tune.stop
+    for key in ("env_runners/num_env_steps_sampled_lifetime", "num_env_steps_sampled_lifetime"):
+        if key in stop:
+            return int(stop[key])
+    return int(stop.get("training_iteration", 10) * exp.reporting.min_sample_timesteps_per_iteration)
+
+
+def describe_learning(plan: ResourcePlan, exp: ExperimentConfig) -> str:
+    """What the preset changes in how the agent learns (experiments/hardware/batch.py): usually nothing."""
+    training, fragment = exp.training, exp.env_runners.rollout_fragment_length
+    ratio = exp.spec.replay_ratio(training, fragment, plan.num_envs_per_env_runner) if fragment != "auto" else None
+    line = plan.batch_plan.describe(training.lr, ratio)
+    if plan.mixed_precision == "none":
+        return line
+    if not exp.spec.mixed_precision(training):
+        return (f"{line}; mixed precision {plan.mixed_precision} NOT applied: {exp.algorithm} with these settings has no "
+                "autocast (docs/hardware.md)")
+    # The batch and lr are the experiment's, but bf16/fp16 arithmetic is not fp32's: results differ from a CPU run.
+    line = line.replace("learning unchanged by the preset:", "batch and lr unchanged by the preset:", 1)
+    return (f"{line}; numerics CHANGED: mixed precision {plan.mixed_precision} (autocast in the learner), so "
+            f"the numbers differ from an fp32 run of the same file")
+
+
+def plan_resources(exp: ExperimentConfig, preset: HardwarePreset, reason: str) -> tuple[ResourcePlan, PlanEstimate,
+                                                                                          list[str]]:
+    """The preset's plan for this experiment, its time/cost estimate and the lines that describe both."""
+    plan = resolve_plan(preset, exp.timeframe, exp.num_trials(), exp.training.train_batch_size_per_learner,
+                        exp.training.batch_scaling)
+    check_split(plan.update_batch, max(plan.num_learners, 1), exp.spec.splits_batch_unevenly(exp.training),
+                exp.algorithm, f"preset {preset.name} with training.train_batch_size_per_learner")
+    if exp.tune.max_concurrent_trials:  # the experiment's own cap wins over the preset's concurrency
+        plan = plan.with_concurrency(exp.tune.max_concurrent_trials)
+    speedup = exp.spec.speedup(exp.training)
+    budget = estimate(plan, preset, exp.num_trials(), env_steps_per_trial(exp), speedup)
+    idle = idle_cpus(plan, preset, exp.num_trials())
+    lines = [f"hardware preset: {preset.name} (chosen by {reason})", plan.describe(), *([idle] if idle else []),
+             describe_learning(plan, exp),
+             budget.describe() + f" [estimate from the preset's declared env steps/s x {speedup:g} for "
+             f"{exp.algorithm} with these training settings]"]
+    if exp.tune.search_space:
+        lines.append("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
+    lines += [f"note: {note}" for note in exp.notes]
+    if exp.pinned:
+        lines.append("pinned by --set (not searched): " + ", ".join(f"{k}={v}" for k, v in exp.pinned.items()))
+    return plan, budget, lines
+
+
+def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: str | None, output: Path,
+              fetch: bool, console: Console, hardware: str | None = None,
+              preset: tuple[HardwarePreset, str] | None = None) -> Checked:
+    """Every check that needs no Ray, then the RLlib config built once (its param space is what runs).
+    `preset`: (preset, why) chosen by the caller, e.g. an experiment's share of the machine; else `hardware`
+    (--hardware), GPU_PROFILE, the file's `hardware:` or detection choose."""
+    exp = load(conf, overrides, smoke_test)
+    exp.tracking_uri()  # a URI with credentials in it is refused before anything prints or saves it
+    storage = resolve_storage(storage_arg, exp.storage, output, str(conf))
+    check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
+    exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))
+    missing = prepare_data(exp, fetch=fetch, log=console.print)
+    periods = check_environment(exp, construct=not missing)
+    chosen, reason = preset or select_preset(hardware, os.environ, exp.hardware)
+    plan, budget, lines = plan_resources(exp, chosen, reason)
+    from experiments.sweep.tuner import check_buildable
+
+    params = check_buildable(exp, plan, str(conf))
+    lines += periods
+    return Checked(exp, storage, chosen, plan, params, lines, budget)

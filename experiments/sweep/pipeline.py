@@ -1,0 +1,296 @@
+"""The training run behind `experiments.run`: Ray, MLflow parent run, Tune sweep, out-of-sample scoring.
+
+Each sweep keeps its Tune folder and MLflow parent run in its storage (experiments/storage/sweep_state.py), so `--resume`
+can restore the Tuner and keep logging into the same parent run. How a run ends (docs/faults.md):
+0 whole; 3 partial (a trial failed, a planned fold or seed is missing, a model was not registered); 1 no trial
+could be scored; 4 a fault outside the run (tracking server, storage, disk), in one line with the resume command
+and the whole error chain in a log file; 130 interrupted. Every MLflow run it opened is closed, or recorded for
+the next run to close when the tracking server is what failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from mlflow.entities import RunStatus
+from mlflow.tracking import MlflowClient
+from rich.console import Console
+from rich.markup import escape
+
+from envs.errors import RunFault
+from experiments.config.experiment import ExperimentConfig
+from experiments.hardware import ResourcePlan, check_live_cluster
+from experiments.hardware.plan import duration
+from experiments.plan.cluster import RayTarget
+from experiments.plan.local_ray import start_ray
+from experiments.plan.preflight import Checked
+from experiments.plan.provenance import git_commit, machine_tags
+from experiments.shell import python_command
+from experiments.storage.filesystem import Storage, keep_credentials_out_of_ray
+from experiments.storage.resume_check import check_resumable
+from experiments.storage.sweep_state import FAILED as SWEEP_FAILED
+from experiments.storage.sweep_state import FINISHED as SWEEP_FINISHED
+from experiments.storage.sweep_state import INTERRUPTED, PARTIAL, SweepState, sweep_to_resume
+from experiments.sweep.faults import EXIT_FAULT, bound_waits, tracking_unreachable, what_failed, write_chain
+from experiments.sweep.run_status import StatusFile
+from experiments.sweep.tuner import fit, make_tuner, restore_tuner
+from experiments.tracking.pending_closures import PendingClosures
+from experiments.tracking.runs import (
+    MlflowTrialCallback,
+    close_open_children,
+    flatten,
+    log_params,
+    make_client,
+    open_experiment,
+    trial_tags,
+    ui_lines,
+)
+
+FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED))
+EXIT_PARTIAL, EXIT_FAILED, EXIT_INTERRUPTED = 3, 1, 130
+
+
+def run_user() -> str:
+    """Who the runs belong to in MLflow's UI: the tracking server's login, else MLflow's own guess (the OS
+    user), as `mlflow.start_run` would tag it."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get("mlflow.user", "unknown")
+
+
+def rerun_command(args: argparse.Namespace, resume: bool) -> str:
+    """The command that resumes this run's sweep (or starts it over): the same file, settings and storage."""
+    words = [python_command(), "-m", "experiments.run", str(args.conf)]
+    words += ["--smoke-test"] if args.smoke_test else []
+    for override in args.overrides:
+        words += ["--set", override]
+    for flag, value in (("--hardware", args.hardware), ("--storage", args.storage)):
+        words += [flag, value] if value else []
+    words += ["--output", str(args.output)] if args.output != Path("runs") else []
+    return shlex.join(words + (["--resume"] if resume else []))
+
+
+def _silence_rllib_import_noise() -> None:
+    """RLlib's algorithm registry builds a DreamerV3 debug CartPole at import time, whose float64
+    Box bounds make Gymnasium warn in the driver. The warning is about RLlib's env, not ours."""
+    warnings.filterwarnings("ignore", category=UserWarning,
+                            module=r"gymnasium\.(spaces\.box|utils\.passive_env_checker)")
+    # Each RLlib env runner built in this process registers its env as rllib-single-agent-env-v0 again.
+    warnings.filterwarnings("ignore", message=r".*Overriding environment rllib-single-agent-env-v0",
+                            category=UserWarning)
+
+
+def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[str, str]):
+    static = flatten(exp.model_dump(mode="json", exclude={"tune", "tracking", "description"}))
+
+    def params(trial: Any) -> dict[str, Any]:
+        values = dict(static)
+        for flat_key, value in (trial.evaluated_params or {}).items():
+            values[search_keys.get(flat_key, flat_key)] = value
+        values["seed"] = trial.config.get("seed")
+        return {**values, **plan.as_params()}
+
+    return params
+
+
+def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str, tags: dict[str, str],
+                 plan: ResourcePlan, experiment_dir: Path) -> tuple[str, Path]:
+    """The sweep's parent run, with the resolved experiment as params and artifact; and its output folder."""
+    parent = client.create_run(experiment_id, run_name=f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                               tags={**tags, "role": "sweep"})
+    out_dir = experiment_dir / parent.info.run_id
+    out_dir.mkdir(parents=True, exist_ok=True)
+    resolved = out_dir / "experiment.yaml"
+    resolved.write_text(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False))
+    client.log_artifact(parent.info.run_id, str(resolved))
+    log_params(client, parent.info.run_id, {**flatten(exp.model_dump(mode="json", exclude={"description"})),
+                                            **plan.as_params()})
+    return parent.info.run_id, out_dir
+
+
+@dataclass
+class Ending:
+    """How the sweep ended, for closing its MLflow runs and its state file."""
+
+    mlflow: str = FAILED
+    sweep: str = SWEEP_FAILED
+    state: SweepState | None = None  # set as soon as the sweep has one
+    tracking_down: bool = False  # the tracking server is what failed: closures are recorded, not tried
+
+
+def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Namespace, console: Console) -> int:
+    """Sweep the checked experiment (its search space is the one `experiments.sweep.tuner.check_buildable` built and
+    RLlib validated), track it in MLflow, score out of sample and register; returns the exit code. With
+    `--status-file` its phase, MLflow ids, trial rows and evaluation files are kept there for a parent run."""
+    import ray
+    import torch
+
+    exp, storage = checked.exp, checked.storage
+    status_file = StatusFile(args.status_file)
+    status_file.update(phase="starting", name=exp.name)
+    torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
+    _silence_rllib_import_noise()
+    bound_waits(os.environ)
+    experiment_dir = args.output.resolve() / exp.name
+    previous = None
+    if args.resume:
+        previous, note = sweep_to_resume(storage, exp.name)
+        if note:
+            console.print(note, markup=False, highlight=False)
+    tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
+    client = make_client(tracking_uri)
+    closures = PendingClosures(experiment_dir)
+    ending = Ending()
+    started_ray = False
+    try:
+        for line in closures.apply(client, tracking_uri):
+            console.print(line, markup=False, highlight=False)
+        if previous:
+            check_resumable(storage, previous.tune_dir, rerun_command(args, resume=False))
+        keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, console.print)
+        started_ray = start_ray(ray_target, args, console)
+        return _sweep(checked, args, console, client, tracking_uri, previous, experiment_dir, status_file, ending)
+    except KeyboardInterrupt:
+        ending.mlflow, ending.sweep = KILLED, INTERRUPTED
+        raise
+    except RunFault as fault:  # a refused resume names its own way back; a fault mid-sweep gets --resume
+        print_fault(console, str(fault), None, rerun_command(args, resume=True) if ending.state else None)
+        return EXIT_FAULT
+    except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
+        ending.tracking_down = tracking_unreachable(error, tracking_uri)
+        return _ended_by_fault(error, tracking_uri, storage, args, console, experiment_dir)
+    finally:
+        if ending.state is not None:
+            _close(client, ending.state, ending, closures, storage, exp.name, console)
+        if started_ray:
+            ray.shutdown()
+
+
+def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client: MlflowClient, tracking_uri: str,
+           previous: SweepState | None, experiment_dir: Path, status_file: StatusFile,
+           ending: Ending) -> int:
+    from experiments.results.scoring import score_sweep
+    from experiments.results.trials import SweepFailed
+    from experiments.results.trials_ledger import LedgerRun, TrialsLedger
+    from experiments.sweep.progress import TrialProgress
+
+    exp, preset, plan, params, storage = checked.exp, checked.preset, checked.plan, checked.params, checked.storage
+    env_id = exp.environment.env
+    tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id,
+            "algorithm": exp.algorithm, **exp.family.run_tags(exp.environment.env_config), **machine_tags(),
+            "smoke_test": str(args.smoke_test),
+            **({"run_group": args.run_group} if args.run_group else {})}
+    check_live_cluster(plan, exp.tune.trial_resources)
+    if previous:
+        client.update_run(previous.parent_run_id, status="RUNNING")
+        console.print(f"resuming {storage.display(previous.tune_dir)} into MLflow run {previous.parent_run_id}",
+                      markup=False, highlight=False)
+        state = SweepState(previous.tune_dir, previous.parent_run_id, previous.experiment_id, tracking_uri,
+                           started=previous.started)
+    else:
+        experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
+        parent_id, _ = _open_parent(client, exp, experiment_id, tags, plan, experiment_dir)
+        # The parent run's id in the folder's name: two runs started in the same second get distinct folders.
+        sweep = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}-{parent_id[:6]}"
+        state = SweepState(storage.path(exp.name, "tune", sweep), parent_id, experiment_id, tracking_uri)
+        if not storage.is_local:
+            console.print(f"Tune results and checkpoints: {storage.display(state.tune_dir)}", markup=False,
+                          highlight=False)
+    ending.state = state  # closed whatever happens next
+    state.save(storage, exp.name)
+    out_dir = experiment_dir / state.parent_run_id
+    status_file.update(phase="training", tracking_uri=tracking_uri, experiment_id=state.experiment_id,
+                       parent_run_id=state.parent_run_id)
+    if previous:
+        tuner = restore_tuner(exp, storage, previous.tune_dir, params)
+    else:
+        tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
+                                      _trial_params(exp, plan, params.search_keys), tags,
+                                      trial_tags(exp.family.tag_keys))
+        tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
+                           [tracker, TrialProgress(console, params.search_keys, status=status_file)])
+    results, interrupted = fit(tuner, out_dir / "tune.log", resuming=previous is not None)
+    console.print()
+    if interrupted:
+        ending.mlflow, ending.sweep = KILLED, INTERRUPTED
+        console.print(f"sweep interrupted: continue it with {rerun_command(args, resume=True)}", markup=False,
+                      highlight=False)
+        return EXIT_INTERRUPTED
+    for result in results:  # a trial lost to the storage or the disk: the run ends as the fault it is
+        if result.error is not None and what_failed(result.error, tracking_uri, storage, args.output):
+            raise result.error
+    status_file.update(phase="scoring")
+    ledger = LedgerRun(TrialsLedger(client, tracking_uri), exp.name, state.parent_run_id, tags["mlflow.user"],
+                       git_commit(), exp.smoke_test, args.fresh_ledger or "")
+    try:
+        partial = score_sweep(exp, results, params, client, state, storage, out_dir, console, ledger)
+    except SweepFailed as failed:
+        console.print(f"error: the sweep failed: {escape(str(failed))}; Tune's log: {out_dir / 'tune.log'}; after "
+                      f"fixing the cause, retry its trials with {escape(rerun_command(args, resume=True))}")
+        return EXIT_FAILED
+    status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
+                       verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
+    ending.mlflow, ending.sweep = FINISHED, (PARTIAL if partial else SWEEP_FINISHED)
+    if hasattr(args, "started"):
+        console.print(f"took {duration(time.monotonic() - args.started)}, estimated {checked.estimate.short()} "
+                      f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)", markup=False,
+                      highlight=False)
+    name = exp.tracking.experiment_name or exp.name
+    for line in ui_lines(tracking_uri, [(f"MLflow run {state.parent_run_id} in experiment '{name}'",
+                                         state.experiment_id)]):
+        console.print(line, markup=False, highlight=False)
+    if partial:
+        client.set_tag(state.parent_run_id, "partial", "; ".join(partial)[:5000])
+        console.print(f"[yellow]partial result (exit {EXIT_PARTIAL}): {escape('; '.join(partial))}. Failed trials "
+                      f"run again from their last checkpoints with {escape(rerun_command(args, resume=True))}"
+                      "[/yellow]")
+        return EXIT_PARTIAL
+    return 0
+
+
+def _ended_by_fault(error: Exception, tracking_uri: str, storage: Storage, args: argparse.Namespace,
+                    console: Console, experiment_dir: Path) -> int:
+    """A fault outside the run: one line, the chain in a log file, the way back. Anything else is a bug and
+    keeps its traceback."""
+    line = what_failed(error, tracking_uri, storage, args.output)
+    if line is None:
+        raise error
+    print_fault(console, line, write_chain(error, experiment_dir), rerun_command(args, resume=True))
+    return EXIT_FAULT
+
+
+def print_fault(console: Console, line: str, log: Path | None, resume: str | None) -> None:
+    console.print(f"error: {line}", markup=False, highlight=False)
+    if log is not None:
+        console.print(f"  the whole error: {log}", markup=False, highlight=False)
+    if resume is not None:
+        console.print(f"  then continue the sweep with {resume}", markup=False, highlight=False)
+
+
+def _close(client: MlflowClient, state: SweepState, ending: Ending, closures: PendingClosures, storage: Storage,
+           name: str, console: Console) -> None:
+    """Close the sweep's MLflow runs and mark its state file; when the tracking server is what failed, record
+    the closures for the next run instead of waiting on it again."""
+    try:
+        state.ended(storage, name, ending.sweep)
+    except OSError:
+        pass  # the storage is what failed: the file still says running, and its driver is gone: resumable
+    if not ending.tracking_down:
+        try:
+            close_open_children(client, state.experiment_id, state.parent_run_id, ending.mlflow)
+            client.set_terminated(state.parent_run_id, status=ending.mlflow)
+            return
+        except Exception:  # noqa: BLE001, S110 - whatever the tracking client raises, the closures are recorded
+            pass
+    kept = closures.record(state.tracking_uri, state.experiment_id, state.parent_run_id, ending.mlflow)
+    console.print(f"  MLflow run {state.parent_run_id} stays open for now: "
+                  + (f"the next run of '{name}' closes it (recorded in {closures.path})" if kept
+                     else "the tracking server and the disk both failed: close it in the MLflow UI"),
+                  markup=False, highlight=False)

@@ -1,0 +1,346 @@
+"""Several experiments trained side by side in one Ray cluster, from one command and one listing file.
+
+`python -m experiments.run conf/agents.yaml` reads the listing (experiments/config/listing.py), gives each listed
+experiment its share of the machine (experiments/plan/placement.py) and checks every one of them exactly as a
+single run's `--dry-run` does, so a mistake in any file stops the run before anything trains. Then it starts
+one Ray cluster (one dashboard) and runs each experiment as its own `python -m experiments.run FILE
+--address <this cluster> --hardware <its share>` process:
+
+* each keeps its own hyperparameters, stop rules, MLflow parent run, evaluation and registered model;
+* its MLflow runs carry the tag `run_group=<listing>-<time>`, the same for all of them;
+* one process per experiment isolates failures: an experiment that crashes or is killed (out of memory) is
+  reported, its MLflow runs are closed as FAILED, the others go on, and the exit code says the run was
+  partial (3);
+* the children write their progress to status files (experiments/sweep/run_status.py) and this process draws one
+  table of every experiment's trials; each child's full output is in `<output>/<listing>/<time>/<name>.log`.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from envs.errors import InputError
+from experiments.config.listing import Listing, read_listing
+from experiments.hardware import HardwarePreset, select_preset
+from experiments.hardware.plan import duration
+from experiments.plan.cluster import leftover_address_file, resolve_ray_target
+from experiments.plan.placement import Share, share_machine
+from experiments.plan.preflight import Checked, load, preflight
+from experiments.shell import python_command
+from experiments.sweep.progress import COLUMNS, PIPED_INTERVAL_S
+from experiments.sweep.run_status import read_status
+
+PARTIAL = 3  # exit code: some experiments failed, the others finished
+POLL_S = 1.0
+
+
+@dataclass
+class Child:
+    """One listed experiment: its checks, its share of the machine and, once started, its process."""
+
+    path: Path  # the experiment file
+    checked: Checked
+    share: Share
+    overrides: list[str]
+    log: Path | None = None
+    status_path: Path | None = None
+    process: subprocess.Popen | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.checked.exp.name
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def phase(self) -> str:
+        code = self.returncode
+        if code is None:
+            return self.status.get("phase", "starting")
+        if code == 0:
+            return "done"
+        return f"failed (exit {code})" if code > 0 else f"killed (signal {-code})"
+
+
+def refuse_single_run_flags(args: argparse.Namespace) -> None:
+    """Flags that belong to one experiment, not to a listing."""
+    if args.overrides:
+        raise InputError(f"{args.conf}: --set applies to one experiment: give each listed experiment its own "
+                         "with `- {file: NAME.yaml, set: [KEY=VALUE]}` in the listing")
+    if args.fresh_ledger is not None:
+        raise InputError(f"{args.conf}: --fresh-ledger starts one data set's trials ledger afresh: run python -m "
+                         "experiments.run <its file> --fresh-ledger REASON")
+    if args.resume:
+        raise InputError(f"{args.conf}: --resume continues one experiment: run python -m experiments.run "
+                         "<its file> --resume (same --output)")
+    if args.status_file or args.run_group:
+        raise InputError(f"{args.conf}: a listing cannot be started by another listing's run: list it in the "
+                         "outer listing instead")
+
+
+def concurrency_override(conf: Path, overrides: list[str], smoke_test: bool, share: Share) -> list[str]:
+    """A --set that holds the experiment to its share's trials at once (GPU fractions), unless it asks for fewer."""
+    if share.max_trials is None:
+        return []
+    own = load(conf, overrides, smoke_test).tune.max_concurrent_trials
+    return [] if own is not None and own <= share.max_trials else [f"tune.max_concurrent_trials={share.max_trials}"]
+
+
+def check_all(listing: Listing, preset: HardwarePreset, reason: str, args: argparse.Namespace,
+              console: Console) -> list[Child]:
+    """Every listed experiment checked with its share of `preset`'s machine; names must differ (they name the
+    storage folders and MLflow experiments)."""
+    shares = share_machine(preset, len(listing.entries))
+    children, seen = [], {}
+    for index, (entry, share) in enumerate(zip(listing.entries, shares)):
+        overrides = [*entry.overrides, *concurrency_override(entry.path, list(entry.overrides), args.smoke_test, share)]
+        checked = preflight(entry.path, overrides, args.smoke_test, args.storage, args.output,
+                            fetch=not args.dry_run, console=console,
+                            preset=(share.preset, f"{reason}: agent {index + 1} of {len(shares)} on {preset.name}"))
+        if checked.exp.name in seen:
+            raise InputError(f"{args.conf}: {entry.path.name} and {seen[checked.exp.name]} both run experiment "
+                             f"'{checked.exp.name}': list it once, or rename one with set: [name=OTHER]")
+        seen[checked.exp.name] = entry.path.name
+        children.append(Child(entry.path, checked, share, overrides))
+    return children
+
+
+def print_placement(console: Console, listing: Listing, children: list[Child], preset_name: str,
+                    price: float | None) -> None:
+    """Who gets which part of the machine, and the time/cost estimate of the whole run (they run at once)."""
+    table = Table(title=escape(f"{listing.name}: {len(children)} experiments side by side on {preset_name}"))
+    for column in ("experiment", "algorithm on env", "trials", "share of the machine", "at once", "estimate"):
+        table.add_column(column, justify="right" if column in ("trials", "at once", "estimate") else "left")
+    for child in children:
+        exp, plan = child.checked.exp, child.checked.plan
+        table.add_row(escape(exp.name), escape(f"{exp.algorithm} on {exp.environment.env}"), str(exp.num_trials()),
+                      escape(child.share.describe()), str(plan.max_concurrent_trials),
+                      child.checked.estimate.short())
+    console.print(table)
+    hours = max(child.checked.estimate.hours for child in children)
+    cost = f", ${hours * price:,.2f}" if price is not None else ", cost unknown (no price in the preset)"
+    console.print(f"estimate: {duration(hours * 3600)} for the longest experiment (they run at the same time){cost}",
+                  markup=False, highlight=False)
+
+
+def run_listing(args: argparse.Namespace, console: Console) -> int:
+    """Check every listed experiment, then (unless --dry-run) train them side by side; returns the exit code."""
+    refuse_single_run_flags(args)
+    listing = read_listing(args.conf)
+    ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
+    preset, reason = select_preset(args.hardware, os.environ, listing.hardware)
+    children = check_all(listing, preset, reason, args, console)
+    print_placement(console, listing, children, preset.name, preset.price_per_hour_usd)
+    if args.dry_run:
+        for child in children:
+            console.print(f"[bold]{escape(child.name)}[/bold] ({escape(str(child.checked.exp.num_trials()))} trial(s))")
+            for line in child.checked.lines:
+                console.print(f"  {line}", markup=False, highlight=False)
+        console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
+        return 0
+    return train_side_by_side(listing, children, ray_target, args, console)
+
+
+def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any, args: argparse.Namespace,
+                       console: Console) -> int:
+    import ray
+
+    from experiments.plan.local_ray import start_ray
+    from experiments.tracking.runs import make_client, open_experiment
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    group, folder = f"{listing.name}-{stamp}", args.output / listing.name / stamp
+    (folder / "hardware").mkdir(parents=True, exist_ok=True)
+    for child in children:  # one process creates the MLflow stores and experiments, so no child races another
+        uri = child.checked.exp.tracking_uri()
+        open_experiment(make_client(uri), child.checked.exp.tracking.experiment_name or child.name, uri)
+    started = start_ray(ray_target, args, console)
+    address = ray.get_runtime_context().gcs_address if started else ray_target.address
+    interrupted = False
+    try:
+        for child in children:
+            start_child(child, folder, address, group, args)
+        console.print(f"{len(children)} experiments started; their runs carry the MLflow tag run_group={group}; "
+                      f"logs in {folder}", markup=False, highlight=False)
+        interrupted = watch(children, console)
+    finally:
+        for child in children:
+            if child.process is not None and child.process.poll() is None:
+                child.process.wait()
+        if started:
+            ray.shutdown()
+    for child in children:
+        child.status = read_status(child.status_path)
+        close_runs_of_dead_child(child)
+    report(children, console)
+    return exit_code(children, interrupted)
+
+
+def start_child(child: Child, folder: Path, address: str, group: str, args: argparse.Namespace) -> None:
+    """`python -m experiments.run FILE` on this cluster with the child's share of the machine."""
+    share_file = folder / "hardware" / f"{child.name}.yaml"
+    share_file.write_text(yaml.safe_dump(child.share.preset.model_dump(mode="json"), sort_keys=False))
+    child.log, child.status_path = folder / f"{child.name}.log", folder / f"{child.name}.status.json"
+    command = [sys.executable, "-m", "experiments.run", str(child.path), "--address", address,
+               "--hardware", str(share_file), "--output", str(args.output), "--run-group", group,
+               "--status-file", str(child.status_path)]
+    command += ["--smoke-test"] if args.smoke_test else []
+    command += ["--storage", args.storage] if args.storage else []
+    for override in child.overrides:
+        command += ["--set", override]
+    with child.log.open("w") as log:
+        child.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def watch(children: list[Child], console: Console) -> bool:
+    """Draw one table of every experiment's trials until all have ended; True when the user interrupted.
+    Ctrl-C in the terminal reaches the children too (they stop their sweeps and save them); this process
+    then waits for them."""
+    piped = _PipedReport(console)
+    live = Live(_table(children), console=console, refresh_per_second=2) if console.is_terminal else None
+    interrupted = False
+    if live is not None:
+        live.start()
+    try:
+        while any(child.returncode is None for child in children):
+            try:
+                time.sleep(POLL_S)
+            except KeyboardInterrupt:
+                interrupted = True
+                for child in children:  # a Ctrl-C sent to this process alone (kill -INT) reaches them too
+                    if child.returncode is None:
+                        child.process.send_signal(signal.SIGINT)
+            for child in children:
+                child.status = read_status(child.status_path) or child.status
+            if live is not None:
+                live.update(_table(children))
+            else:
+                piped.update(children)
+    finally:
+        if live is not None:
+            live.stop()
+    if live is None:
+        console.print(_table(children))
+    return interrupted
+
+
+def _table(children: list[Child]) -> Table:
+    table = Table(title="experiments side by side", expand=False)
+    for column in ("experiment", "phase", *COLUMNS):
+        table.add_column(column, justify="left" if column in ("experiment", "phase", "trial", "status", "params")
+                         else "right", no_wrap=column in ("experiment", "trial"))
+    for child in children:
+        rows = child.status.get("rows") or [{}]
+        for index, row in enumerate(rows):
+            head = (escape(child.name), escape(child.phase())) if index == 0 else ("", "")
+            table.add_row(*head, *(escape(row.get(column, "")) for column in COLUMNS))
+    return table
+
+
+class _PipedReport:
+    """Piped output: a line when an experiment's phase or a trial's status changes, and each experiment's
+    latest numbers at most every PIPED_INTERVAL_S."""
+
+    def __init__(self, console: Console) -> None:
+        self.console, self.started = console, time.monotonic()
+        self.seen: dict[tuple[str, str], str] = {}
+        self.last_numbers = -math.inf
+
+    def _say(self, text: str) -> None:
+        minutes, seconds = divmod(int(time.monotonic() - self.started), 60)
+        self.console.print(f"[{minutes:02d}:{seconds:02d}] {text}", markup=False, highlight=False)
+
+    def update(self, children: list[Child]) -> None:
+        periodic = time.monotonic() - self.last_numbers >= PIPED_INTERVAL_S
+        for child in children:
+            if self.seen.get((child.name, "")) != child.phase():
+                self.seen[(child.name, "")] = child.phase()
+                self._say(f"{child.name}: {child.phase()}")
+            for row in child.status.get("rows", []):
+                key = (child.name, row.get("trial", ""))
+                if self.seen.get(key) != row.get("status"):
+                    self.seen[key] = row.get("status", "")
+                    params = f" ({row['params']})" if row.get("params") else ""
+                    self._say(f"{child.name}: trial {key[1]}{params} {row.get('status', '').lower()}")
+                elif periodic and row.get("status") == "RUNNING":
+                    numbers = ", ".join(f"{c} {row[c]}" for c in COLUMNS[3:] if row.get(c))
+                    self._say(f"{child.name}: trial {key[1]} training: {numbers}")
+        if periodic:
+            self.last_numbers = time.monotonic()
+
+
+def close_runs_of_dead_child(child: Child) -> None:
+    """A child killed before it could close its MLflow runs leaves them RUNNING: mark them FAILED."""
+    from experiments.tracking.runs import close_open_children, make_client
+
+    run_id = child.status.get("parent_run_id")
+    if child.returncode in (0, None) or not run_id:
+        return
+    client = make_client(child.status["tracking_uri"])
+    if client.get_run(run_id).info.status == "RUNNING":
+        close_open_children(client, child.status["experiment_id"], run_id, "FAILED")
+        client.set_terminated(run_id, status="FAILED")
+
+
+def report(children: list[Child], console: Console) -> None:
+    """How each experiment ended, its MLflow run and log, then each one's out-of-sample evaluation."""
+    table = Table(title="how each experiment ended")
+    for column in ("experiment", "ended", "MLflow run", "log"):
+        table.add_column(column)
+    for child in children:
+        table.add_row(escape(child.name), escape(child.phase()), escape(child.status.get("parent_run_id", "-")),
+                      escape(str(child.log)))
+    console.print(table)
+    from experiments.results.evaluate import print_frame
+
+    for child in children:
+        for path in child.status.get("evaluations", []):
+            print_frame(console, pd.read_csv(path, index_col=0), f"{child.name}: {Path(path).parent.name} "
+                        "(out of sample)", first_column="strategy")
+        for path in child.status.get("verdicts", []):
+            console.print(f"{child.name}: " + Path(path).read_text().strip().replace("\n", "\n  "), markup=False,
+                          highlight=False)
+        if child.returncode not in (0, None):
+            console.print(f"{child.name} failed; its output: {child.log} (rerun it alone: {python_command()} -m "
+                          f"experiments.run {child.path})", markup=False, highlight=False)
+    print_ui_commands(children, console)
+
+
+def print_ui_commands(children: list[Child], console: Console) -> None:
+    """The MLflow UI command for the runs, per tracking store (each experiment's page), as a single run ends."""
+    from experiments.tracking.runs import ui_lines
+
+    stores: dict[str, list[tuple[str, str]]] = {}
+    for child in children:
+        status = child.status
+        if status.get("parent_run_id") and status.get("experiment_id") and status.get("tracking_uri"):
+            stores.setdefault(status["tracking_uri"], []).append(
+                (f"{child.name}: MLflow run {status['parent_run_id']}", status["experiment_id"]))
+    for uri, runs in stores.items():
+        for line in ui_lines(uri, runs):
+            console.print(line, markup=False, highlight=False)
+
+
+def exit_code(children: list[Child], interrupted: bool) -> int:
+    """0 all finished, 3 partial, 1 none finished, 130 interrupted."""
+    if interrupted:
+        return 130
+    finished = sum(child.returncode == 0 for child in children)
+    return 0 if finished == len(children) else PARTIAL if finished else 1
