@@ -29,7 +29,7 @@ SELECTION_SCORE = "selection_score"
 
 
 class _NewApiStackNotice(logging.Filter):
-    """Drops RLlib's 400-character "You are running DQN on the new API stack!" warning, which every config
+    """Drops RLlib's 400-character "You are running DQN (SAC, ...) on the new API stack!" warning, which every config
     validation logs once per process: the new API stack is the only one we build (the old stack's DQN does
     not build in Ray 2.60), so it tells our users nothing. Other RLlib config warnings pass."""
 
@@ -37,7 +37,9 @@ class _NewApiStackNotice(logging.Filter):
         return "on the new API stack! This is the new default" not in record.getMessage()
 
 
-logging.getLogger("ray.rllib.algorithms.algorithm_config").addFilter(_NewApiStackNotice())
+# The config base logs it for DQN and PPO; SAC's config logs its own from its module.
+for _logger in ("ray.rllib.algorithms.algorithm_config", "ray.rllib.algorithms.sac.sac"):
+    logging.getLogger(_logger).addFilter(_NewApiStackNotice())
 
 
 def _create_env(env_id: str, env_context: dict[str, Any]) -> gym.Env | gym.vector.VectorEnv:

@@ -1,7 +1,8 @@
 """A numpy forward pass for the platform's trained RLlib policies: serving one needs neither torch nor Ray.
 
-`export_module` turns a default DQN or PPO RLModule (MLP encoder, MLP heads, discrete actions) into a flat
-dict of numpy arrays that `np.savez` stores: the weights, and the structure as JSON in a 0-d string array.
+`export_module` turns a default DQN or PPO RLModule (MLP encoder, MLP heads, discrete actions) or a default
+SAC RLModule's policy network (MLP encoder and head, Box actions) into a flat dict of numpy arrays that
+`np.savez` stores: the weights, a Box's bounds, and the structure as JSON in a 0-d string array.
 `NumpyPolicy` runs that dict in float32 and returns the greedy actions, so the platform's scorer and a
 served model compute actions with the very same code.
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from algos.spec import GreedyRule
@@ -30,10 +32,19 @@ from envs.errors import InputError
 FORMAT = "rlplatform-numpy-policy/1"
 STRUCTURE_KEY = "structure"
 ACTIVATIONS = ("relu", "tanh", "silu", "elu")
-# The greedy rule each supported module class is scored with (SPEC.greedy of algos/dqn.py and algos/ppo.py):
-# DQN's forward_inference returns argmax Q as "actions", PPO the categorical's logits to take the argmax of.
+# The greedy rule each supported module class is scored with (SPEC.greedy of algos/dqn.py, ppo.py and sac.py):
+# DQN's forward_inference returns argmax Q as "actions", PPO the categorical's logits to take the argmax of, SAC
+# the squashed Gaussian's mean and log-std, whose tanh(mean) scaled to the Box is the action.
 GREEDY_RULES = {"dqn": GreedyRule(output="actions"),
-                "ppo": GreedyRule(output="action_dist_inputs", argmax=True)}
+                "ppo": GreedyRule(output="action_dist_inputs", argmax=True),
+                "sac": GreedyRule(output="action_dist_inputs", squash=True)}
+# The nets of each algorithm's export (sorted names): DQN dueling or not, PPO's and SAC's policy network.
+NETS = {"dqn": (["af", "encoder", "vf"], ["encoder", "q"]), "ppo": (["encoder", "pi"],), "sac": (["encoder", "pi"],)}
+# The structure key of the action count: discrete actions (the head's width), or the size of SAC's Box (the head
+# gives a mean and a log-std per dimension).
+ACTION_KEYS = {"dqn": "num_actions", "ppo": "num_actions", "sac": "action_size"}
+# The arrays of a SAC export's Box bounds, each float32 (action_size,).
+BOUNDS = ("action.low", "action.high")
 ALIGNMENT = 64  # bytes: a cache line, and the widest SIMD register numpy's loops use (AVX-512)
 
 
@@ -45,46 +56,63 @@ def _refuse(what: str) -> InputError:
 
 def export_module(module: Any, greedy: GreedyRule) -> dict[str, np.ndarray]:
     """The weights and structure of a default DQN (dueling or not, num_atoms 1) or PPO (discrete actions)
-    torch RLModule as a flat dict of numpy arrays for `np.savez`; `greedy` is its algorithm's rule
-    (AlgorithmSpec.greedy), checked against the module so the numpy policy picks the actions
-    `experiments.results.policy` picks. InputError (one line) for anything else: distributional DQN, LSTM/attention
-    or CNN encoders, continuous actions, a customised module class or an unknown layer."""
-    import gymnasium as gym
+    torch RLModule, or of a default SAC module's policy network (a 1-d Box of actions), as a flat dict of
+    numpy arrays for `np.savez`; `greedy` is its algorithm's rule (AlgorithmSpec.greedy), checked against the
+    module so the numpy policy picks the actions `experiments.results.policy` picks. InputError (one line) for
+    anything else: distributional DQN, LSTM/attention or CNN encoders, PPO's continuous actions, a customised
+    module class or an unknown layer."""
     from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
     from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+    from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
     from ray.rllib.core.models.torch.encoder import TorchActorCriticEncoder
 
     # Exact classes: a subclass may override the forward pass this module re-implements.
-    algorithm = {DefaultDQNTorchRLModule: "dqn", DefaultPPOTorchRLModule: "ppo"}.get(type(module))
+    algorithm = {DefaultDQNTorchRLModule: "dqn", DefaultPPOTorchRLModule: "ppo",
+                 DefaultSACTorchRLModule: "sac"}.get(type(module))
     if algorithm is None:
         raise _refuse(f"RLModule class {type(module).__name__}")
     if greedy != GREEDY_RULES[algorithm]:
         raise _refuse(f"greedy rule {greedy} for a {algorithm.upper()} module (it is scored with "
                       f"{GREEDY_RULES[algorithm]})")
-    if not isinstance(module.action_space, gym.spaces.Discrete):
-        raise _refuse(f"action space {module.action_space} (only discrete actions have an argmax here)")
     arrays: dict[str, np.ndarray] = {}
+    if algorithm == "sac":
+        actions = _export_box(module.action_space, arrays)
+    elif isinstance(module.action_space, gym.spaces.Discrete):
+        actions = {"num_actions": int(module.action_space.n)}
+    else:
+        raise _refuse(f"action space {module.action_space} (only discrete actions have an argmax here)")
     if algorithm == "dqn":
         if module.num_atoms != 1:
             raise _refuse(f"distributional DQN (num_atoms={module.num_atoms})")
         encoder = module.encoder
         heads = {"af": module.af, "vf": module.vf} if module.uses_dueling else {"q": module.af}
-    else:
+    elif algorithm == "ppo":
         if type(module.encoder) is not TorchActorCriticEncoder:  # the stateful one wraps LSTM/GRU encoders
             raise _refuse(f"PPO encoder {type(module.encoder).__name__}")
         # forward_inference uses only the actor's encoder: a separate critic's never reaches the logits.
         shared = module.encoder.config.shared
         encoder = module.encoder.encoder if shared else module.encoder.actor_encoder
         heads = {"pi": module.pi}
+    else:  # SAC: forward_inference runs the policy network only
+        encoder, heads = module.pi_encoder, {"pi": module.pi}
     nets = {"encoder": _export_encoder(encoder, arrays)}
     nets.update({name: _export_head(name, head, arrays) for name, head in heads.items()})
     structure = {"format": FORMAT, "algorithm": algorithm,
-                 "observation_size": _first_linear_in(nets["encoder"], arrays),
-                 "num_actions": int(module.action_space.n), "nets": nets}
+                 "observation_size": _first_linear_in(nets["encoder"], arrays), **actions, "nets": nets}
     arrays[STRUCTURE_KEY] = np.array(json.dumps(structure))
     # Checked here as the loader does, so an export that cannot be served fails now, not at serving time.
     NumpyPolicy.from_arrays(arrays)
     return arrays
+
+
+def _export_box(space: Any, arrays: dict[str, np.ndarray]) -> dict[str, int]:
+    """A SAC module's action space: its bounds added to `arrays` (BOUNDS), its size for the structure. Only a
+    1-d Box: RLlib's squashed Gaussian spreads its mean over a flat vector."""
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        raise _refuse(f"action space {space} (a SAC policy here acts in a 1-d Box)")
+    for key, bound in zip(BOUNDS, (space.low, space.high), strict=True):
+        arrays[key] = np.asarray(bound, dtype=np.float32).copy()
+    return {"action_size": int(space.shape[0])}
 
 
 def _export_encoder(encoder: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -160,7 +188,8 @@ class _Step:
 
 
 class NumpyPolicy:
-    """A greedy policy computed with numpy in float32: observations (n, observation_size) -> actions (n,).
+    """A greedy policy computed with numpy in float32: observations (n, observation_size) -> actions, (n,) int64
+    for discrete actions (DQN, PPO) or (n, action_size) float32 in the Box (SAC).
 
     Built from `export_module`'s dict (`from_arrays`) or a file of it (`load`). Each observation is evaluated
     on its own (module docstring), so the result for one observation does not depend on its batch."""
@@ -168,10 +197,17 @@ class NumpyPolicy:
     def __init__(self, structure: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         """Use `from_arrays` or `load`: they check the dict this trusts."""
         self.structure = structure
-        self.algorithm: str = structure["algorithm"]  # what `outputs` are: "dqn" Q-values, "ppo" logits
+        # What `outputs` are: "dqn" Q-values, "ppo" logits, "sac" the squashed Gaussian's means, then log-stds.
+        self.algorithm: str = structure["algorithm"]
         self._arrays = dict(arrays)
         self.observation_size: int = structure["observation_size"]
-        self.num_actions: int = structure["num_actions"]
+        self.num_actions: int | None = structure.get("num_actions")  # discrete actions; None for SAC
+        # SAC's Box (its bounds rescale tanh of the mean); None for discrete actions.
+        self.action_space: gym.spaces.Box | None = None
+        self.num_outputs = self.num_actions
+        if self.algorithm == "sac":
+            self.action_space = self._box(structure["action_size"])
+            self.num_outputs = 2 * structure["action_size"]
         self._encoder = self._compile("encoder", self.observation_size)
         latent = self._encoder[-1].width if self._encoder else self.observation_size
         self._heads = {name: self._compile(name, latent) for name in structure["nets"] if name != "encoder"}
@@ -204,16 +240,16 @@ class NumpyPolicy:
             found = structure.get("format") if isinstance(structure, dict) else None
             raise InputError(f"numpy policy format {found!r} is not {FORMAT!r}: export the module again with "
                              "this version of algos.numpy_policy")
+        algorithm = structure.get("algorithm")
+        if algorithm not in GREEDY_RULES:
+            raise InputError(f"numpy policy algorithm {algorithm!r} is not one of {sorted(GREEDY_RULES)}")
         nets = structure.get("nets")
         heads = sorted(nets) if isinstance(nets, dict) else None
-        if heads not in (["af", "encoder", "vf"], ["encoder", "q"], ["encoder", "pi"]) or not all(
-                isinstance(ops, list) for ops in nets.values()):
-            raise InputError(f"numpy policy nets {heads} are not a DQN's (encoder, af, vf or encoder, q) "
-                             "or a PPO's (encoder, pi), each a list of ops")
-        if structure.get("algorithm") not in GREEDY_RULES:
-            raise InputError(f"numpy policy algorithm {structure.get('algorithm')!r} is not one of "
-                             f"{sorted(GREEDY_RULES)}")
-        for key in ("observation_size", "num_actions"):
+        if heads not in NETS[algorithm] or not all(isinstance(ops, list) for ops in nets.values()):
+            known = " or ".join(", ".join(names) for names in NETS[algorithm])
+            raise InputError(f"numpy policy nets {heads} are not a {algorithm.upper()}'s ({known}), each a list "
+                             "of ops")
+        for key in ("observation_size", ACTION_KEYS[algorithm]):
             if not isinstance(structure.get(key), int) or structure[key] < 1:
                 raise InputError(f"numpy policy {key} {structure.get(key)!r} is not a positive integer")
         try:
@@ -223,7 +259,7 @@ class NumpyPolicy:
         except (TypeError, ValueError) as exc:  # an op's number that is not one
             raise InputError(f"numpy policy structure is malformed ({exc})") from None
         for name, steps in policy._heads.items():
-            expected = 1 if name == "vf" else policy.num_actions
+            expected = 1 if name == "vf" else policy.num_outputs
             if not steps or steps[-1].width != expected:
                 found = steps[-1].width if steps else "no"
                 raise InputError(f"numpy policy {name} head has {found} outputs, not {expected}")
@@ -253,6 +289,13 @@ class NumpyPolicy:
                 raise InputError(f"{where}: unknown op; this version runs linear, layernorm and "
                                  f"{', '.join(ACTIVATIONS)}")
         return steps
+
+    def _box(self, size: int) -> gym.spaces.Box:
+        """SAC's action space from its BOUNDS arrays, each checked: float32 (size,), no NaN, low <= high."""
+        low, high = (self._array(key, 1, f"numpy policy {key}") for key in BOUNDS)
+        if low.shape != (size,) or high.shape != (size,) or not np.all(low <= high):
+            raise InputError(f"numpy policy action bounds {low} .. {high} are not {size} pairs with low <= high")
+        return gym.spaces.Box(low, high, dtype=np.float32)
 
     def _array(self, key: Any, ndim: int, where: str) -> np.ndarray:
         """A float32 array of the dict by key, or InputError naming the op it was for."""
@@ -296,7 +339,8 @@ class NumpyPolicy:
         return cls.from_arrays(arrays)
 
     def outputs(self, observations: np.ndarray) -> np.ndarray:
-        """The raw head output per observation, float32 (n, num_actions): Q-values (DQN), logits (PPO)."""
+        """The raw head output per observation, float32 (n, num_outputs): Q-values (DQN), logits (PPO), the
+        squashed Gaussian's means then log-stds (SAC, 2 x action_size)."""
         batch = np.asarray(observations, dtype=np.float32)
         if batch.ndim != 2 or batch.shape[1] != self.observation_size:
             raise ValueError(f"observations must have shape (n, {self.observation_size}); "
@@ -306,7 +350,7 @@ class NumpyPolicy:
         rows = self._scratch_rows()
         row = rows[0]
         scratch = {name: rows[where] for name, where in self._net_rows.items()}
-        result = np.empty((len(batch), self.num_actions), dtype=np.float32)
+        result = np.empty((len(batch), self.num_outputs), dtype=np.float32)
         with np.errstate(over="ignore"):  # silu's exp(-x) of a large negative x: inf, then the exact limit
             for i in range(len(batch)):
                 np.copyto(row, batch[i:i + 1])
@@ -329,8 +373,12 @@ class NumpyPolicy:
                 for offset, width in zip(self._row_offsets, self._row_widths, strict=False)]
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
-        """The greedy actions (n,) int64: the argmax of `outputs` (the first on a tie, as torch.argmax)."""
-        return self.outputs(observations).argmax(axis=1).astype(np.int64)
+        """The greedy actions: (n,) int64, the argmax of `outputs` (the first on a tie, as torch.argmax), or for
+        SAC (n, action_size) float32, tanh of the mean rescaled to the Box (its greedy rule, GREEDY_RULES)."""
+        outputs = self.outputs(observations)
+        if self.action_space is not None:
+            return GREEDY_RULES["sac"].actions({"action_dist_inputs": outputs}, self.action_space)
+        return outputs.argmax(axis=1).astype(np.int64)
 
 
 def _mean(row: np.ndarray) -> np.ndarray:

@@ -104,7 +104,7 @@ class GreedyRule:
     per-action scores (logits) whose argmax is the action (`argmax`), or a squashed Gaussian's inputs whose mean
     is the action (`squash`: the first half of the last axis is the mean; the action is tanh(mean), rescaled
     from [-1, 1] to the Box's [low, high] as RLlib's env runners unsquash a sampled action), or neither: the
-    output is the action. Data, not code, so the registered MLflow model (experiments/policy_model.py) applies
+    output is the action. Data, not code, so the registered MLflow model (experiments/results/policy_model.py) applies
     it without importing the platform. Works on numpy arrays and torch tensors alike."""
 
     output: str
@@ -134,8 +134,8 @@ def _squashed_mean(values: Any, space: Any) -> Any:
     if space is None or not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
         return unit
     low, high = _like(space.low, unit), _like(space.high, unit)
-    # RLlib's unsquash_action (ray/rllib/utils/spaces/space_utils.py), in its order of operations, then
-    # clipped: the rescaled tanh can land one rounding step outside the bounds.
+    # As RLlib's unsquash_action (ray/rllib/utils/spaces/space_utils.py) computes it, clip included: the
+    # rescaled tanh can land one rounding step outside the bounds.
     return ((unit + 1.0) * (high - low) / 2.0 + low).clip(low, high)
 
 

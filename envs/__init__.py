@@ -65,6 +65,9 @@ class EnvFamily:
     # "module:TABLE" of its baselines (envs.baselines.Baseline, headline first), which its scorer runs next to the
     # agent; None: plain Gymnasium ids, scored against random actions.
     baselines: str | None = None
+    # --set overrides that make its --smoke-test runs short, on top of the platform's and the algorithm's (env_config
+    # keys that size its scoring, e.g. how many seeds every strategy is scored on).
+    smoke_overrides: tuple[str, ...] = ()
     env_id: str = ""  # the id this entry was resolved for (envs.family fills it; the table's keys are the ids)
 
     @property
@@ -144,7 +147,8 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
     "agents/TestGeneration-v0": EnvFamily(
         "envs.agents.testgen.env:TestGenerationEnv", "envs.agents.testgen.evaluate:evaluate_policy",
         config_model="envs.agents.testgen.config:TestGenerationConfig", data_keys=("test_programs",),
-        comparison_columns=("eval/arcs", "eval/gained"), baselines="envs.agents.testgen.baselines:BASELINES"),
+        comparison_columns=("eval/arcs", "eval/gained"), baselines="envs.agents.testgen.baselines:BASELINES",
+        smoke_overrides=("environment.env_config.eval_seeds=5",)),
 }
 
 for _env_id, _family in ENVIRONMENTS.items():

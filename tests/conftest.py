@@ -43,3 +43,17 @@ def bars_file(tmp_path: Path) -> Path:
     from envs.trading.data import save_bars
 
     return save_bars(random_walk_bars(), tmp_path / "TEST-USD_1h.parquet", "TEST-USD", "1h")
+
+
+def bare_market(opens, closes):
+    """A trading market of the given bars with one constant feature, every part the whole series: prices alone
+    decide a walk through it."""
+    from envs.splits import Fold
+    from envs.trading.env import Market
+
+    n = len(closes)
+    whole = (0, n)
+    return Market(timestamps=pd.date_range("2022-01-01", periods=n, freq="1h", tz="UTC").to_numpy(),
+                  opens=np.asarray(opens, dtype=np.float64), closes=np.asarray(closes, dtype=np.float64),
+                  features=np.zeros((n, 1)), bounds={"train": whole, "validation": whole, "test": whole},
+                  timeframe="1h", fold=Fold(0, whole, whole, whole))

@@ -1,4 +1,5 @@
-"""`solve`: wall time until CartPole-v1 greedy evaluation return >= 475, platform vs SB3 + RL Zoo.
+"""`solve`: wall time until CartPole-v1 greedy evaluation return >= 475 (and Pendulum-v1's >= -250 with SAC),
+platform vs SB3 + RL Zoo.
 
 Platform: conf/dqn_cartpole.yaml through experiments.config.experiment -> experiments.hardware (cpu preset)
 -> the algorithm table (algos.dqn) -> `.build_algo()`, then `.train()` iterations (variant rows: stock
@@ -10,7 +11,8 @@ same env-step period (the platform's iteration size), stopping at the same thres
 runs from the first training call to the evaluation that crosses the threshold, evaluation time
 included on both sides; algorithm construction and Ray start are reported apart. A side that
 has not solved within the step budget or the time limit is reported as not solved, with its best
-evaluation return.
+evaluation return. The SAC row is the same race on Pendulum-v1: conf/sac_pendulum.yaml through algos.sac against
+SB3's SAC with the RL Zoo's Pendulum-v1 hyperparameters, to a greedy return of -250 over 10 episodes.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ CONF = REPO / "conf" / "dqn_cartpole.yaml"
 PPO_CONF = REPO / "conf" / "ppo_cartpole.yaml"
 THRESHOLD = 475.0
 TARGET = 0.5  # the platform solves in at most half SB3 + RL Zoo's wall time
+SAC_STEPS = 20_000  # the Zoo's Pendulum-v1 budget, and the issue's: SAC solves within it or not at all
 # rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4).
 ZOO_CARTPOLE = {
     "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
@@ -33,10 +36,14 @@ ZOO_CARTPOLE = {
     "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]},
 }
 ZOO_TIMESTEPS = 50_000
+SAC_CONF = REPO / "conf" / "sac_pendulum.yaml"
+SAC_THRESHOLD = -250.0
+# rl-baselines3-zoo hyperparams/sac.yml, Pendulum-v1 (n_timesteps 2e4): the learning rate; the rest SB3's defaults.
+ZOO_PENDULUM_SAC = {"learning_rate": 1e-3}
 
 
 def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str] | None = None,
-                   conf: Path = CONF) -> dict[str, Any]:
+                   conf: Path = CONF, threshold: float = THRESHOLD) -> dict[str, Any]:
     from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
     from experiments.sweep.rllib_config import build_config
@@ -66,7 +73,7 @@ def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str
         value = lifetime(result, "evaluation", "env_runners", "episode_return_mean")
         elapsed = time.perf_counter() - start
         history.append((round(elapsed, 2), sampled, round(value, 1)))
-        if value >= THRESHOLD:
+        if value >= threshold:
             solved_s, solved_steps = elapsed, sampled
             break
     algo.stop()
@@ -78,8 +85,11 @@ def solve_platform(steps: int, time_limit: float, seed: int, overrides: list[str
             "conf": str(conf.relative_to(REPO)), "overrides": overrides}
 
 
-def solve_sb3(steps: int, time_limit: float, seed: int, eval_every: int, eval_episodes: int) -> dict[str, Any]:
+def solve_sb3(steps: int, time_limit: float, seed: int, eval_every: int, eval_episodes: int,
+              task: str = "dqn") -> dict[str, Any]:
+    """SB3 on the same race: DQN on CartPole-v1 (`task` dqn) or SAC on Pendulum-v1 (`task` sac), RL Zoo settings."""
     sb3 = require("stable_baselines3", "stable-baselines3")
+    env_id, threshold = ("CartPole-v1", THRESHOLD) if task == "dqn" else ("Pendulum-v1", SAC_THRESHOLD)
     import gymnasium as gym
     from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 
@@ -99,29 +109,32 @@ def solve_sb3(steps: int, time_limit: float, seed: int, eval_every: int, eval_ep
         def _on_step(self) -> bool:
             value = float(self.parent.last_mean_reward)
             history.append((round(time.perf_counter() - clock["start"], 2), float(self.num_timesteps), round(value, 1)))
-            return value < THRESHOLD
+            return value < threshold
 
     from stable_baselines3.common.monitor import Monitor
 
-    env = gym.make("CartPole-v1")
-    eval_env = Monitor(gym.make("CartPole-v1"))
+    env = gym.make(env_id)
+    eval_env = Monitor(gym.make(env_id))
     evaluator = EvalCallback(eval_env, n_eval_episodes=eval_episodes, eval_freq=eval_every, deterministic=True,
                              callback_after_eval=RecordAndStop(), verbose=0)
-    # The Zoo's exploration schedule is a fraction of its 5e4-step budget, whatever our step cap.
-    hyper = {**ZOO_CARTPOLE, "exploration_fraction": ZOO_CARTPOLE["exploration_fraction"] * ZOO_TIMESTEPS / steps}
-    if steps < 4 * hyper["learning_starts"]:  # tiny budgets, as on the platform side
-        hyper["learning_starts"] = steps // 4
+    if task == "dqn":
+        # The Zoo's exploration schedule is a fraction of its 5e4-step budget, whatever our step cap.
+        hyper = {**ZOO_CARTPOLE, "exploration_fraction": ZOO_CARTPOLE["exploration_fraction"] * ZOO_TIMESTEPS / steps}
+        if steps < 4 * hyper["learning_starts"]:  # tiny budgets, as on the platform side
+            hyper["learning_starts"] = steps // 4
+    else:
+        hyper = dict(ZOO_PENDULUM_SAC)
     start = time.perf_counter()
-    model = sb3.DQN("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hyper)
+    model = getattr(sb3, task.upper())("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hyper)
     build_s = time.perf_counter() - start
     clock["start"] = time.perf_counter()
     model.learn(total_timesteps=steps, callback=[evaluator, Clock()])
     wall = time.perf_counter() - clock["start"]
-    solved = next(((s, n) for s, n, r in history if r >= THRESHOLD), None)
+    solved = next(((s, n) for s, n, r in history if r >= threshold), None)
     return {"build_s": build_s, "solved_s": solved[0] if solved else None,
             "solved_env_steps": solved[1] if solved else None,
             "best_eval_return": max((h[2] for h in history), default=None), "env_steps": model.num_timesteps,
-            "wall_s": wall, "history": history, "hyperparameters": ZOO_CARTPOLE}
+            "wall_s": wall, "history": history, "hyperparameters": hyper}
 
 
 def _median_time(runs: list[dict[str, Any]]) -> float | None:
@@ -153,7 +166,8 @@ def run(budget: Budget) -> Report:
     torch.set_num_threads(1)
     ray_s = init_ray()
     silence_rllib()
-    sides: dict[str, list[dict[str, Any]]] = {"platform": [], "platform_stock_rllib": [], "platform_ppo": [], "peer": []}
+    sides: dict[str, list[dict[str, Any]]] = {"platform": [], "platform_stock_rllib": [], "platform_ppo": [], "peer": [],
+                                              "platform_sac": [], "peer_sac": []}
     for seed in seeds:  # seeds interleaved, so load drifts hit every side
         # "platform": the conf as shipped (FastDQN); the variant is stock RLlib DQN on the same settings.
         sides["platform"].append(solve_platform(steps, time_limit, seed))
@@ -162,6 +176,11 @@ def run(budget: Budget) -> Report:
             sides["platform_ppo"].append(solve_platform(steps, time_limit, seed, conf=PPO_CONF))
         first = sides["platform"][0]
         sides["peer"].append(solve_sb3(steps, time_limit, seed, first["eval_every_env_steps"], first["eval_episodes"]))
+        if budget.variants:  # SAC on Pendulum-v1 against SB3's SAC, the same race
+            sac = solve_platform(min(steps, SAC_STEPS), time_limit, seed, conf=SAC_CONF, threshold=SAC_THRESHOLD)
+            sides["platform_sac"].append(sac)
+            sides["peer_sac"].append(solve_sb3(min(steps, SAC_STEPS), time_limit, seed, sac["eval_every_env_steps"],
+                                               sac["eval_episodes"], task="sac"))
     ours, theirs, stock, ppo = sides["platform"], sides["peer"], sides["platform_stock_rllib"], sides["platform_ppo"]
     figure = Figure(f"wall time to greedy eval return >= {THRESHOLD:.0f} (median of {len(seeds)} seeds)", "s",
                     _median_time(ours), _median_time(theirs), higher_is_better=False, target=f"<= {TARGET}x peer")
@@ -178,11 +197,20 @@ def run(budget: Budget) -> Report:
                             _median_time(theirs), higher_is_better=False)
         ppo_figure.note = f"per seed: {_summary(ppo)}"
         figures.append(ppo_figure)
+    if sides["platform_sac"]:
+        sac_figure = Figure(f"SAC: wall time to Pendulum-v1 greedy eval return >= {SAC_THRESHOLD:.0f} "
+                            "(conf/sac_pendulum.yaml, algos.sac) vs SB3 SAC + RL Zoo", "s",
+                            _median_time(sides["platform_sac"]), _median_time(sides["peer_sac"]), higher_is_better=False)
+        sac_figure.note = f"per seed: platform {_summary(sides['platform_sac'])}; SB3 {_summary(sides['peer_sac'])}"
+        figures.append(sac_figure)
+        figures.append(Figure("SAC: env steps to solve (median)", "env steps", _median_steps(sides["platform_sac"]),
+                              _median_steps(sides["peer_sac"]), higher_is_better=False))
     figures.append(Figure("env steps to solve (median)", "env steps", _median_steps(ours),
                           _median_steps(theirs), higher_is_better=False))
     details = {"threshold": THRESHOLD, "step_cap": steps, "time_limit_s": time_limit, "seeds": seeds,
                "ray_init_s": ray_s, "platform": ours, "platform_stock_rllib": stock or None,
-               "platform_ppo": ppo or None, "peer": theirs,
+               "platform_ppo": ppo or None, "peer": theirs, "platform_sac": sides["platform_sac"] or None,
+               "peer_sac": sides["peer_sac"] or None,
                "torch_threads": torch.get_num_threads(),
                "unsolved_rule": "a run that has not solved within the step cap or time limit counts as slower "
                                 "than every solved run; a median over unsolved runs is reported as not solved"}

@@ -82,8 +82,9 @@ ALGORITHM_TUNED = ("env_runners.rollout_fragment_length",)
 
 
 def switch_algorithm(raw: dict[str, Any], algorithm: Any, source: str) -> dict[str, str]:
-    """Make `raw` (another algorithm's experiment) a start for `algorithm`: its `training` section and the
-    searches over it are the other algorithm's keys, so they go, as with `extends:`; returns what to tell the
+    """Make `raw` (another algorithm's experiment) a start for `algorithm`: its `training` section, the searches
+    over it and the retrain's training settings are the other algorithm's keys, so they go, as with `extends:`;
+    returns what to tell the
     user, keyed by setting: what was dropped, and what stays but was tuned for the other algorithm."""
     before = raw.get("algorithm", "dqn")
     if algorithm == before:
@@ -93,7 +94,11 @@ def switch_algorithm(raw: dict[str, Any], algorithm: Any, source: str) -> dict[s
     dropped = [key for key in space or {} if key.startswith("training.")]
     for key in dropped:
         del space[key]
-    notes = {"algorithm": f"algorithm {before} -> {algorithm}: training and its searches "
+    settings = ((raw.get("retrain") or {}).get("incremental") or {}).get("settings")  # a warm start's training keys
+    for key in [key for key in settings or {} if key.startswith("training.")]:
+        del settings[key]
+        dropped.append(f"retrain.incremental.settings.{key}")
+    notes = {"algorithm": f"algorithm {before} -> {algorithm}: training, its searches and warm-start settings "
                           f"({', '.join(dropped) or 'none'}) start from {algorithm}'s defaults, not {source}'s"}
     for dotted in ALGORITHM_TUNED:
         section, key = dotted.split(".")

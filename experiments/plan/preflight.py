@@ -35,8 +35,9 @@ from experiments.hardware.batch import check_split
 from experiments.hardware.plan import idle_cpus
 from experiments.storage.filesystem import Storage, check_storage, resolve_storage
 
-# A --smoke-test run: the same pipeline, 2 trials x 2 short iterations; each algorithm adds its own budget
-# (AlgorithmSpec.smoke_overrides), e.g. DQN starts learning after 100 env steps.
+# A --smoke-test run: the same pipeline, 2 trials x 2 short iterations; each algorithm and each env family adds its
+# own budget (AlgorithmSpec.smoke_overrides, e.g. DQN starts learning after 100 env steps; EnvFamily.smoke_overrides,
+# e.g. the generation agent scores 5 paired seeds, not 20).
 SMOKE_OVERRIDES = [
     "tune.num_samples=2",
     "tune.stop={training_iteration: 2}",
@@ -90,8 +91,9 @@ def load(conf: Path, overrides: list[str], smoke_test: bool) -> ExperimentConfig
     if not smoke_test:
         exp = load_experiment(conf, overrides)
     else:
-        spec = load_experiment(conf, overrides).spec  # the algorithm may come from --set or extends
-        exp = smoke_version(load_experiment(conf, [*SMOKE_OVERRIDES, *spec.smoke_overrides, *overrides]))
+        full = load_experiment(conf, overrides)  # the algorithm and the env may come from --set or extends
+        budget = [*SMOKE_OVERRIDES, *full.spec.smoke_overrides, *full.family.smoke_overrides]
+        exp = smoke_version(load_experiment(conf, [*budget, *overrides]))
     check_selection(exp, str(conf))
     return exp
 

@@ -157,3 +157,14 @@ def test_reading_experiment_files_imports_no_ray():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_a_family_sizes_its_own_smoke_runs():
+    """The generation agent scores 20 paired seeds as shipped; its smoke runs score 5 (EnvFamily.smoke_overrides),
+    and a --set still wins over the family's budget."""
+    from experiments.plan.preflight import load
+
+    conf = REPO / "conf" / "dqn_testgen_tomllib.yaml"
+    assert load(conf, [], smoke_test=False).environment.env_config["eval_seeds"] == 20
+    assert load(conf, [], smoke_test=True).environment.env_config["eval_seeds"] == 5
+    assert load(conf, ["environment.env_config.eval_seeds=3"], smoke_test=True).environment.env_config["eval_seeds"] == 3

@@ -195,7 +195,7 @@ def test_set_algorithm_starts_training_afresh_and_names_the_ready_made_conf():
     assert exp.algorithm == "ppo" and exp.training.lr == 1e-4
     assert "training.n_step" not in exp.tune.search_space
     notes = " | ".join(exp.notes)
-    assert "algorithm dqn -> ppo: training and its searches (training.n_step) start from ppo's defaults" in notes
+    assert "algorithm dqn -> ppo: training, its searches and warm-start settings (training.n_step, retrain.incremental.settings.training.epsilon) start from ppo's defaults" in notes
     assert "env_runners.rollout_fragment_length: 4 comes from" in notes  # DQN's small fragments, kept: said
     assert "conf/ppo_btc.yaml" in notes
     quiet = load_experiment(REPO / "conf" / "dqn_btc.yaml", ["algorithm=ppo", "env_runners.rollout_fragment_length=auto"])

@@ -17,16 +17,15 @@ from gymnasium.utils.env_checker import check_env
 
 import envs
 from envs.errors import InputError
-from envs.splits import Fold
 from envs.trading.backtest import agent_targets, evaluate_policy
 from envs.trading.bar_reader import FORMAT, BarReader
 from envs.trading.data import load_bars, save_bars
-from envs.trading.env import Market, SpotTradingEnv
+from envs.trading.env import SpotTradingEnv
 from envs.trading.ledger import simulate_positions
 from envs.trading.paper import new_book, replay
 from envs.trading.positions import policy_action
 from envs.trading.vector_env import SpotTradingVectorEnv
-from tests.conftest import REPO, random_walk_bars
+from tests.conftest import REPO, bare_market, random_walk_bars
 
 ENV_ID = "trading/Spot-v0"
 DATA = REPO / "data" / "raw" / "BTC-USD_1h.parquet"
@@ -39,19 +38,10 @@ def walk_file(tmp_path_factory) -> str:
     return str(save_bars(random_walk_bars(n=3000, seed=21), folder / "WALK-USD_1h.parquet", "WALK-USD", "1h"))
 
 
-def _bare_market(opens, closes) -> Market:
-    """A market of the given bars and one constant feature; every part is the whole series: prices alone decide."""
-    n = len(closes)
-    whole = (0, n)
-    return Market(timestamps=pd.date_range("2022-01-01", periods=n, freq="1h", tz="UTC").to_numpy(),
-                  opens=np.asarray(opens, dtype=np.float64), closes=np.asarray(closes, dtype=np.float64),
-                  features=np.zeros((n, 1)), bounds={"train": whole, "validation": whole, "test": whole},
-                  timeframe="1h", fold=Fold(0, whole, whole, whole))
-
 
 def _bare_env(opens, closes, **config) -> SpotTradingEnv:
     settings = {"positions": "continuous", "window": 1, "episode_length": None, "split": "test", **config}
-    env = SpotTradingEnv(settings, market=_bare_market(opens, closes))
+    env = SpotTradingEnv(settings, market=bare_market(opens, closes))
     env.reset(seed=0)
     return env
 
@@ -189,7 +179,7 @@ def test_a_negative_zero_action_is_flat_zero():
     observation, *_ = env.step(np.array([-0.0], np.float32))
     assert math.copysign(1.0, env.ledger.position) == 1.0 and math.copysign(1.0, observation[-1]) == 1.0
     batched = SpotTradingVectorEnv({"positions": "continuous", "window": 1, "episode_length": None, "split": "test"},
-                                   num_envs=2, market=_bare_market(prices, prices))
+                                   num_envs=2, market=bare_market(prices, prices))
     batched.reset(seed=0)
     batched.step(np.full((2, 1), 0.5, dtype=np.float32))
     observations, *_, info = batched.step(np.array([[-0.0], [-0.3]], dtype=np.float32))

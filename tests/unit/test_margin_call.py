@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from envs.errors import InputError
-from envs.splits import Fold
 from envs.trading.backtest import agent_targets, evaluate_policy
 from envs.trading.data import save_bars
 from envs.trading.env import Market, SpotTradingEnv
 from envs.trading.ledger import EQUITY_FLOOR, Ledger, simulate_positions
 from envs.trading.vector_env import SpotTradingVectorEnv
+from tests.conftest import bare_market
 
 SHORT = 0  # long_short's action order is (-1, 0, 1)
 
@@ -117,16 +117,6 @@ def test_maintenance_margin_must_be_a_fraction(margin):
 # through, in time order, by the single env, the batched env and the backtest alike.
 
 
-def _market(opens: np.ndarray, closes: np.ndarray) -> Market:
-    """A bare market of the given bars (one constant feature; every part is the whole series), so that
-    prices alone decide the walk."""
-    n = len(closes)
-    whole = (0, n)
-    return Market(timestamps=pd.date_range("2022-01-01", periods=n, freq="1h", tz="UTC").to_numpy(),
-                  opens=np.asarray(opens, dtype=np.float64), closes=np.asarray(closes, dtype=np.float64),
-                  features=np.zeros((n, 1)), bounds={"train": whole, "validation": whole, "test": whole},
-                  timeframe="1h", fold=Fold(0, whole, whole, whole))
-
 
 def _walk_config(interval: int, **overrides) -> dict:
     return {"positions": "long_short", "decision_interval": interval, "window": 1, "episode_length": None,
@@ -174,7 +164,7 @@ def test_a_gap_at_an_open_inside_a_held_interval_is_called_by_env_batched_env_an
     opens = np.full(60, 100.0)
     closes = np.full(60, 100.0)
     opens[10] = spike  # the short is sold at bar 1's open and held through bars 1..24
-    market, config = _market(opens, closes), _walk_config(24)
+    market, config = bare_market(opens, closes), _walk_config(24)
     (called, equity, row), (replay_called, replay_equity) = _single_and_backtest(market, config, [SHORT] * 3)
     [(batched_called, batched_equity, batched_row)] = _batched(market, config, np.full((1, 3), SHORT))
     assert called and batched_called and replay_called
@@ -192,7 +182,7 @@ def _gap_market(rng: np.random.Generator, n: int) -> Market:
     closes = 100.0 * np.exp(np.cumsum(rng.normal(0.0, 0.01, n)))
     gaps = np.where(rng.random(n) < 0.15, rng.normal(0.0, 0.25, n), rng.normal(0.0, 0.002, n))
     opens = np.concatenate([[100.0], closes[:-1]]) * np.exp(gaps)
-    return _market(opens, closes)
+    return bare_market(opens, closes)
 
 
 @pytest.mark.parametrize("interval", [1, 3, 24])

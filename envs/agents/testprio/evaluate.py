@@ -35,7 +35,6 @@ from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
 
 
-
 def strategies() -> tuple[str, ...]:
     """The report's rows: the agent, then every baseline of the table, read when scoring (one entry adds one)."""
     return ("agent", *(b.name for b in baselines.BASELINES))
