@@ -135,7 +135,8 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
         path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
         unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
-        comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"), baselines="envs.trading.backtest:BASELINES"),
+        comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"),
+        baselines="envs.trading.backtest:BASELINES"),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=("data_path",), comparison_columns=_TESTPRIO_COLUMNS,

@@ -267,10 +267,11 @@ def cli_metrics(parent: Run) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return exit_code(lambda: compare(parse_args(argv)))
+    return exit_code(lambda: show(parse_args(argv)))
 
 
-def compare(args: argparse.Namespace) -> int:
+def show(args: argparse.Namespace) -> int:
+    """Print the experiment's sweeps, one sweep's trials and its out-of-sample evaluation (the module docstring)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in a table
     uri, name = settings(args.tracking_uri, args.experiment)
     client = open_client(uri)
