@@ -57,3 +57,17 @@ def bare_market(opens, closes):
                   opens=np.asarray(opens, dtype=np.float64), closes=np.asarray(closes, dtype=np.float64),
                   features=np.zeros((n, 1)), bounds={"train": whole, "validation": whole, "test": whole},
                   timeframe="1h", fold=Fold(0, whole, whole, whole))
+
+
+def paper_replay_of_test_window(reader, policy, bars, env):
+    """Paper-trade `env`'s test window of `bars` bar by bar, deciding through the served model's `reader` as
+    `experiments.paper` does; returns the equity at each close and the paper book (its ledger's trades)."""
+    from envs.trading.paper import new_book, replay
+
+    lo, hi = env.market.bounds["test"]
+
+    def decide(window: pd.DataFrame, held: float) -> float:
+        return float(reader.decide(window.assign(position=held), policy)["target_position"].iloc[0])
+
+    book = new_book(reader)
+    return replay(book, bars, range(lo, hi), reader.bars_needed, decide), book

@@ -18,7 +18,7 @@ from envs.trading.bar_reader import BarReader
 from envs.trading.data import load_bars, save_bars
 from envs.trading.env import SpotTradingEnv
 from envs.trading.paper import PaperBook, new_book, replay
-from tests.conftest import REPO
+from tests.conftest import REPO, paper_replay_of_test_window
 
 DATA = REPO / "data" / "raw" / "BTC-USD_1h.parquet"
 BARS = load_bars(DATA)
@@ -77,13 +77,7 @@ def test_a_paper_replay_of_the_test_window_is_the_backtests_equity_curve_to_the_
     env = SpotTradingEnv({**cfg, "split": "test", "episode_length": None})
     policy = linear_policy(env.observation_space.shape[0], env.action_space.n, seed=3)
     report = evaluate_policy(policy, cfg)
-    lo, hi = env.market.bounds["test"]
-
-    def decide(bars: pd.DataFrame, held: float) -> float:
-        return float(reader.decide(bars.assign(position=held), policy)["target_position"].iloc[0])
-
-    book = new_book(reader)
-    equity = replay(book, BARS, range(lo, hi), reader.bars_needed, decide)
+    equity, book = paper_replay_of_test_window(reader, policy, BARS, env)
     assert np.array_equal(equity, report.series["agent"].to_numpy())
     assert book.ledger.trades == report.table.loc["agent", "trades"]
 

@@ -22,10 +22,9 @@ from envs.trading.bar_reader import FORMAT, BarReader
 from envs.trading.data import load_bars, save_bars
 from envs.trading.env import SpotTradingEnv
 from envs.trading.ledger import simulate_positions
-from envs.trading.paper import new_book, replay
 from envs.trading.positions import policy_action
 from envs.trading.vector_env import SpotTradingVectorEnv
-from tests.conftest import REPO, bare_market, random_walk_bars
+from tests.conftest import REPO, bare_market, paper_replay_of_test_window, random_walk_bars
 
 ENV_ID = "trading/Spot-v0"
 DATA = REPO / "data" / "raw" / "BTC-USD_1h.parquet"
@@ -399,12 +398,6 @@ def test_a_paper_replay_of_a_continuous_policy_is_the_backtests_equity_curve(rea
     env = SpotTradingEnv({**cfg, "split": "test", "episode_length": None})
     policy = _sizer(env.observation_space.shape[0], seed=3)
     report = evaluate_policy(policy, cfg)
-    lo, hi = env.market.bounds["test"]
-
-    def decide(bars: pd.DataFrame, held: float) -> float:
-        return float(reader.decide(bars.assign(position=held), policy)["target_position"].iloc[0])
-
-    book = new_book(reader)
-    equity = replay(book, BTC, range(lo, hi), reader.bars_needed, decide)
+    equity, book = paper_replay_of_test_window(reader, policy, BTC, env)
     assert np.array_equal(equity, report.series["agent"].to_numpy())
     assert book.ledger.trades == report.table.loc["agent", "trades"] > 10
