@@ -8,9 +8,11 @@ served model compute actions with the very same code.
 
 Bit-reproducibility: a batched matmul may sum a row's products in another order than a one-row matmul
 (BLAS blocks and threads by the batch's shape), so one observation's action could depend on the batch it
-came in. `NumpyPolicy` therefore evaluates each observation on its own, through the same numpy calls on
-64-byte-aligned scratch rows: every row sees identical shapes, strides and alignment, so its result is the
-same bits in a batch of n as alone. (Across machines, numpy's BLAS picks its kernels by CPU, so the last bit
+came in. `NumpyPolicy` therefore evaluates observations in blocks of CHUNK_ROWS rows (the last block padded
+with zero rows), through the same numpy calls on 64-byte-aligned scratch blocks: every block has identical
+shapes, strides and alignment, and a row's products are summed in the same order wherever it sits in its
+block, so its result is the same bits in a batch of n as alone (tests/unit/test_numpy_policy.py checks every
+position in a block). (Across machines, numpy's BLAS picks its kernels by CPU, so the last bit
 may differ there, as it does for torch.) Only the export needs torch and Ray; it imports them inside
 `export_module`, never at load.
 """
@@ -45,6 +47,10 @@ NETS = {"dqn": (["af", "encoder", "vf"], ["encoder", "q"]), "ppo": (["encoder", 
 ACTION_KEYS = {"dqn": "num_actions", "ppo": "num_actions", "sac": "action_size"}
 # The arrays of a SAC export's Box bounds, each float32 (action_size,).
 BOUNDS = ("action.low", "action.high")
+# Observations run through the net in blocks of this many rows (the last one padded with zeros): every block has the
+# same shape, so a row's bits do not depend on its batch, and a large batch (a CI cycle's round robin of test pairs)
+# costs one matmul per layer per block instead of one per row.
+CHUNK_ROWS = 32
 ALIGNMENT = 64  # bytes: a cache line, and the widest SIMD register numpy's loops use (AVX-512)
 
 
@@ -345,31 +351,35 @@ class NumpyPolicy:
         if batch.ndim != 2 or batch.shape[1] != self.observation_size:
             raise ValueError(f"observations must have shape (n, {self.observation_size}); "
                              f"got {batch.shape}")
-        # Scratch rows for this call (a policy may be called from several threads at once): every
-        # observation goes through the same buffers, so through the same alignment.
-        rows = self._scratch_rows()
-        row = rows[0]
-        scratch = {name: rows[where] for name, where in self._net_rows.items()}
+        # Scratch blocks for this call (a policy may be called from several threads at once): every chunk of
+        # CHUNK_ROWS observations goes through the same buffers, so through the same shapes and alignment; a short
+        # last chunk is padded with zero rows, which are computed and dropped.
+        blocks = self._scratch_rows()
+        block = blocks[0]
+        scratch = {name: blocks[where] for name, where in self._net_rows.items()}
         result = np.empty((len(batch), self.num_outputs), dtype=np.float32)
         with np.errstate(over="ignore"):  # silu's exp(-x) of a large negative x: inf, then the exact limit
-            for i in range(len(batch)):
-                np.copyto(row, batch[i:i + 1])
-                latent = _run(self._encoder, scratch["encoder"], row)
+            for start in range(0, len(batch), CHUNK_ROWS):
+                rows = min(CHUNK_ROWS, len(batch) - start)
+                block[:rows] = batch[start:start + rows]
+                block[rows:] = 0.0
+                latent = _run(self._encoder, scratch["encoder"], block)
                 if self._dueling:  # RLlib: advantages centred on their mean, plus the state value
                     advantages = _run(self._heads["af"], scratch["af"], latent)
                     value = _run(self._heads["vf"], scratch["vf"], latent)
                     np.subtract(advantages, _mean(advantages), out=advantages)
-                    np.add(advantages, value, out=result[i:i + 1])
+                    np.add(advantages, value, out=advantages)
+                    result[start:start + rows] = advantages[:rows]
                 else:
                     head = self._single_head
-                    np.copyto(result[i:i + 1], _run(self._heads[head], scratch[head], latent))
+                    result[start:start + rows] = _run(self._heads[head], scratch[head], latent)[:rows]
         return result
 
     def _scratch_rows(self) -> list[np.ndarray]:
-        """Fresh (1, width) float32 rows for one call, each starting on an ALIGNMENT-byte boundary."""
-        raw = np.empty(self._row_offsets[-1] + ALIGNMENT // 4, dtype=np.float32)
+        """Fresh (CHUNK_ROWS, width) float32 blocks for one call, each starting on an ALIGNMENT-byte boundary."""
+        raw = np.empty(CHUNK_ROWS * self._row_offsets[-1] + ALIGNMENT // 4, dtype=np.float32)
         base = (-raw.__array_interface__["data"][0] % ALIGNMENT) // 4
-        return [raw[base + offset:base + offset + width].reshape(1, width)
+        return [raw[base + CHUNK_ROWS * offset:base + CHUNK_ROWS * (offset + width)].reshape(CHUNK_ROWS, width)
                 for offset, width in zip(self._row_offsets, self._row_widths, strict=False)]
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:

@@ -68,6 +68,10 @@ class EnvFamily:
     # --set overrides that make its --smoke-test runs short, on top of the platform's and the algorithm's (env_config
     # keys that size its scoring, e.g. how many seeds every strategy is scored on).
     smoke_overrides: tuple[str, ...] = ()
+    # "module:function(policy, reader, data_path, learners) -> report (.table, .per_cycle, .notes)" that scores a
+    # registered model (its policy and input reader) on data it never trained on, zero-shot and with the given
+    # online learners (experiments.transfer), or None: the family's models are scored on their own split only.
+    transfer: str | None = None
     env_id: str = ""  # the id this entry was resolved for (envs.family fills it; the table's keys are the ids)
 
     @property
@@ -89,6 +93,10 @@ class EnvFamily:
     def baseline_table(self) -> tuple[Baseline, ...]:
         """The family's baselines, headline first (empty for plain Gymnasium ids)."""
         return _load(self.baselines) if self.baselines else ()
+
+    def transfer_function(self) -> Callable[..., Any] | None:
+        """The scorer of a registered model on other data (`transfer`), or None."""
+        return _load(self.transfer) if self.transfer else None
 
     def reader_class(self) -> Any | None:
         """The class that reads the family's raw inputs for a served policy (input_reader), or None."""
@@ -127,6 +135,8 @@ class EnvFamily:
 _TESTPRIO_CONFIG = "envs.agents.testprio.config:PrioritizationConfig"
 _TESTPRIO_COLUMNS = ("eval/nrpa", "eval/apfd", "eval/paper_nrpa")
 _TESTPRIO_BASELINES = "envs.agents.testprio.baselines:BASELINES"
+_TESTPRIO_DATA = ("data_path", "data_paths")
+_TESTPRIO_TRANSFER = "envs.agents.testprio.transfer:score_registered"
 ENVIRONMENTS: dict[str, EnvFamily] = {
     "trading/Spot-v0": EnvFamily(
         "envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy", folds=True,
@@ -139,12 +149,14 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         baselines="envs.trading.backtest:BASELINES"),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
-        config_model=_TESTPRIO_CONFIG, data_keys=("data_path",), comparison_columns=_TESTPRIO_COLUMNS,
-        baselines=_TESTPRIO_BASELINES),
+        config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA, comparison_columns=_TESTPRIO_COLUMNS,
+        baselines=_TESTPRIO_BASELINES, input_reader="envs.agents.testprio.cycle_reader:CycleReader",
+        transfer=_TESTPRIO_TRANSFER),
     "agents/TestPrioritizationPairwise-v0": EnvFamily(
         "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
-        "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=("data_path",),
-        comparison_columns=_TESTPRIO_COLUMNS, baselines=_TESTPRIO_BASELINES),
+        "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA,
+        comparison_columns=_TESTPRIO_COLUMNS, baselines=_TESTPRIO_BASELINES,
+        input_reader="envs.agents.testprio.cycle_reader:PairwiseCycleReader", transfer=_TESTPRIO_TRANSFER),
     "agents/TestGeneration-v0": EnvFamily(
         "envs.agents.testgen.env:TestGenerationEnv", "envs.agents.testgen.evaluate:evaluate_policy",
         config_model="envs.agents.testgen.config:TestGenerationConfig", data_keys=("test_programs",),

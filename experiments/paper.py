@@ -102,6 +102,7 @@ class PaperTrader:
     def __init__(self, args: argparse.Namespace) -> None:
         import mlflow
 
+        import envs
         from experiments.results.promotion import resolve_version
         from experiments.tracking.runs import make_client
 
@@ -112,9 +113,10 @@ class PaperTrader:
         self.version = resolve_version(self.client, args.model)
         self.model = mlflow.pyfunc.load_model(f"models:/{self.version.name}/{self.version.version}")
         self.reader = self.model.unwrap_python_model().inputs
-        if self.reader is None or self.reader.refusal:
-            raise InputError(f"{args.model}: {self.reader.refusal if self.reader else 'its env has no bars'}: paper "
-                             "trading needs a model that reads bars")
+        reads_bars = envs.family(self.version.tags.get("env", "")).timeframe_key is not None
+        if self.reader is None or self.reader.refusal or not reads_bars:
+            why = self.reader.refusal if self.reader and self.reader.refusal else "its env has no bars"
+            raise InputError(f"{args.model}: {why}: paper trading needs a model that reads bars")
         self.decide = self._http_decider(args.serve_url) if args.serve_url else self._local_decider()
 
     def _local_decider(self) -> Callable[[pd.DataFrame, float], float]:

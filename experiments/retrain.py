@@ -72,9 +72,10 @@ def retrain(args: argparse.Namespace, console: Any) -> int:
 
     exp = load(args.conf, args.overrides, args.smoke_test)
     settings, env_config = exp.retrain, exp.environment.env_config
-    if exp.family.input_reader is None:
-        raise InputError(f"{args.conf}: {exp.environment.env} has no reader of raw inputs: retraining on fresh data "
-                         "needs an env family whose models read raw inputs (envs.EnvFamily.input_reader)")
+    if exp.family.input_reader is None or exp.family.timeframe_key is None:
+        raise InputError(f"{args.conf}: {exp.environment.env} does not read bars: retraining on fresh data appends bars "
+                         "and needs an env family whose models read them (envs.EnvFamily.input_reader and "
+                         "timeframe_key); a CI history's model is scored on new data by python -m experiments.transfer")
     # The challenger's sweep runs with --set name=<the experiment's>, so --set data_path does not rename the model.
     name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test,
                               exp.family.data_keys)

@@ -14,7 +14,9 @@ both see the same machine and the same load):
               platform's MlflowTrialCallback, on a real ~350-key RLlib result, local sqlite store,
 - `cli`:      wall time of `python -m experiments.run conf/dqn_btc.yaml --dry-run` (no peer),
 - `testgen`:  executions/s of the generation agent's environment (agents/TestGeneration-v0, coverage traced)
-              vs Atheris on the same program, seeds and tracer, per program under test.
+              vs Atheris on the same program, seeds and tracer, per program under test,
+- `features`, `operations`: see their modules,
+- `testprio`: training the cross-project execution agent and ranking one CI cycle with it vs learning-to-rank.
 
 Peers come from the `bench` extra (`pip install -e .[bench]`); a sub-benchmark whose peer is
 missing is skipped with the install command. Results: `benchmarks/results/<name>.json`.

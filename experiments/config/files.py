@@ -145,12 +145,20 @@ def _path_keys(env_config: dict[str, Any], all_keys: bool = False, named: tuple[
             and "://" not in value]
 
 
+def _path_list_keys(env_config: dict[str, Any]) -> list[str]:
+    """The keys `*_paths` whose value is a list of local paths (e.g. several data files learned as one)."""
+    return [key for key, value in env_config.items() if key.endswith("_paths") and isinstance(value, list)
+            and all(isinstance(path, str) and path and "://" not in path for path in value)]
+
+
 def absolute_paths(env_config: dict[str, Any], base: Path, all_keys: bool = False, named: tuple[str, ...] = ()) -> None:
     """Tune runs trials in their own folders: relative `*_path`/`*_dir` values and the family's `named` path keys,
     at any depth (e.g. an asset: inside a feature list), are made absolute from `base` (every string value of the
     top level with `all_keys`)."""
     for key in _path_keys(env_config, all_keys, named):
         env_config[key] = str((base / Path(env_config[key]).expanduser()).resolve())
+    for key in _path_list_keys(env_config):
+        env_config[key] = [str((base / Path(path).expanduser()).resolve()) for path in env_config[key]]
     for value in env_config.values():
         for child in (value if isinstance(value, list) else [value]):
             if isinstance(child, dict):
@@ -190,8 +198,11 @@ def _resolve_file_paths(raw: dict[str, Any], conf_dir: Path) -> None:
 
 def check_files_exist(env_config: dict[str, Any], source: str) -> None:
     """A data file that is not there fails here, with where it was looked for and why there."""
-    for key in _path_keys(env_config):
-        if key.endswith("_path") and not Path(env_config[key]).exists():
-            raise InputError(f"{source}: {key}: {env_config[key]} not found (relative paths in an experiment file "
+    listed = [(f"{key}[{index}]", path) for key in _path_list_keys(env_config)
+              for index, path in enumerate(env_config[key])]
+    single = [(key, env_config[key]) for key in _path_keys(env_config) if key.endswith("_path")]
+    for key, path in single + listed:
+        if not Path(path).exists():
+            raise InputError(f"{source}: {key}: {path} not found (relative paths in an experiment file "
                              "resolve against the file's folder, those given with --set against the working "
                              "directory): fix the path (market data from a CSV: python -m experiments.data import FILE)")

@@ -49,14 +49,14 @@ def test_sweep_makes_nested_mlflow_runs(smoke_run):
         assert [m.step for m in history] == [1, 2]
 
 
-def test_evaluation_table_has_the_agent_and_three_baselines(smoke_run):
+def test_evaluation_table_has_the_agent_and_four_baselines(smoke_run):
     _, client, _ = smoke_run
     parent = next(r for r in _runs(client) if r.data.tags.get("role") == "sweep")
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "evaluation")}
     assert {"evaluation/evaluation.csv", "evaluation/evaluation.png"} <= artifacts
     local = client.download_artifacts(parent.info.run_id, "evaluation/evaluation.csv")
     table = pd.read_csv(local, index_col=0)
-    assert list(table.index) == ["agent", "recent_failures", "random", "optimal"]
+    assert list(table.index) == ["agent", "learning_to_rank", "recent_failures", "random", "optimal"]
     assert {"apfd", "napfd", "nrpa", "cycles"} <= set(table.columns)
     # The test split of the 80-cycle slice is its last 24 cycles (single-test cycles are not scored).
     assert table["cycles"].nunique() == 1 and 0 < table.loc["agent", "cycles"] <= 24

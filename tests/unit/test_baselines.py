@@ -49,7 +49,7 @@ def test_a_prioritization_baseline_added_to_the_table_is_scored_on_every_cycle(m
     reverse = Baseline("reverse", lambda cycle, rng: np.arange(cycle.size)[::-1], "the cycle's rows backwards")
     monkeypatch.setattr(testprio_baselines, "BASELINES", (*testprio_baselines.BASELINES, reverse))
     report = evaluate_policy(lambda obs: np.zeros(len(obs), dtype=np.int64), {})
-    assert list(report.table.index) == ["agent", "recent_failures", "random", "optimal", "reverse"]
+    assert list(report.table.index) == ["agent", "learning_to_rank", "recent_failures", "random", "optimal", "reverse"]
     assert report.table.loc["reverse", "cycles"] == report.table.loc["random", "cycles"] > 0
 
 

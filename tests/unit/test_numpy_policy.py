@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from algos.dqn import SPEC as DQN_SPEC
-from algos.numpy_policy import STRUCTURE_KEY, NumpyPolicy, export_module
+from algos.numpy_policy import CHUNK_ROWS, STRUCTURE_KEY, NumpyPolicy, export_module
 from algos.ppo import SPEC as PPO_SPEC
 from envs.errors import InputError
 from tests.conftest import REPO
@@ -114,6 +114,8 @@ def test_one_observation_gets_the_same_bits_in_any_batch(case):
     assert np.array_equal(_bits(whole), _bits(one_by_one))
     # Other offsets, strides and memory orders of the same rows (a batched matmul would differ here).
     assert np.array_equal(_bits(policy.outputs(observations[1:])), _bits(whole[1:]))
+    for shift in range(2, CHUNK_ROWS):  # every position in a block of rows, and every padding of the last block
+        assert np.array_equal(_bits(policy.outputs(observations[shift:shift + 45])), _bits(whole[shift:shift + 45]))
     assert np.array_equal(_bits(policy.outputs(observations[::3])), _bits(whole[::3]))
     assert np.array_equal(_bits(policy.outputs(np.asfortranarray(observations))), _bits(whole))
     assert np.array_equal(_bits(policy.outputs(observations.astype(np.float64))), _bits(whole))

@@ -210,8 +210,9 @@ def test_every_shipped_testprio_conf_reads_bundled_data_with_source_and_license(
 
     readme = (REPO / "data/testprio/README.md").read_text()
     for conf in sorted((REPO / "conf").glob("dqn_testprio_*.yaml")):
-        data_path = Path(load_experiment(conf).environment.env_config["data_path"])
-        assert data_path.is_relative_to(REPO / "data") and data_path.is_file(), conf.name
+        env_config = load_experiment(conf).environment.env_config
+        for data_path in map(Path, env_config.get("data_paths") or [env_config["data_path"]]):
+            assert data_path.is_relative_to(REPO / "data") and data_path.is_file(), conf.name
     for bundled in sorted((REPO / "data/testprio").glob("*.csv")):
         section = readme[readme.index(bundled.name):]
         assert "Source:" in section.split("\n## ")[0] and "License:" in section.split("\n## ")[0], bundled.name

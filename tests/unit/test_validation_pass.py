@@ -100,7 +100,7 @@ def test_the_families_env_config_is_checked_by_its_model(capsys, setting, fragme
 
 def test_testprio_env_config_is_checked_by_its_model(capsys):
     code, _, err = dry_run(capsys, REPO / "conf" / "dqn_testprio_codec.yaml", "environment.env_config.features=fancy")
-    assert code == 2 and "environment.env_config.features: Input should be 'basic' or 'extended'" in err, err
+    assert code == 2 and "environment.env_config.features: Input should be 'basic', 'extended' or 'portable'" in err, err
 
 
 def test_numbers_written_as_yaml_text_are_numbers(tmp_path):

@@ -24,6 +24,14 @@ class PrioritizationConfig(StrictModel):
 
     # CSV in the RETECS or enriched format; None -> a seeded synthetic CI history.
     data_path: str | None = None
+    # Several histories (either format, mixed) learned as one: each is split in time by the fractions below and
+    # its parts are pooled (train with train, validation with validation, test with test). Needs
+    # `features: portable`, the features every history gives on one scale; excludes data_path.
+    data_paths: tuple[str, ...] | None = Field(default=None, min_length=1)
+    # With data_paths: this many seeded synthetic histories (envs.agents.testprio.synthetic, seeds 1000, 1001, ...)
+    # join the pool. Their failures recur by module, so a pool of real histories that rarely fail still teaches
+    # that recent failures predict failures (a simulated prior, like any other history split in time).
+    synthetic_histories: int = Field(default=0, ge=0, le=16)
     # Past verdicts per test in the observation; None -> the format's usual window
     # (10 for RETECS / synthetic, 4 for the enriched Apache data sets).
     history_window: int | None = Field(default=None, ge=1, le=HISTORY_CAPACITY)
@@ -38,8 +46,10 @@ class PrioritizationConfig(StrictModel):
     validation_fraction: float = Field(default=0.0, ge=0, lt=1)
     # "basic" (verdict window, failure rate, duration, recency, runs, static metrics) or
     # "extended" (adds recency-weighted failure rates, failure streaks, flip rate, and
-    # cycle context; see `envs.agents.testprio.features`).
-    features: Literal["basic", "extended"] = "basic"
+    # cycle context) or "portable" (what every history gives, on a scale that needs no statistics of the
+    # history: a model trained on some projects scores another's cycles as they come; see
+    # `envs.agents.testprio.features`).
+    features: Literal["basic", "extended", "portable"] = "basic"
     # Keep only the first N cycles (in time order), e.g. to make a big data set small.
     max_cycles: int | None = Field(default=None, ge=2)
     seed: int = Field(default=0, ge=0)
@@ -71,6 +81,15 @@ class PrioritizationConfig(StrictModel):
         if self.validation_fraction >= self.train_fraction:
             raise ValueError(f"env_config.validation_fraction {self.validation_fraction} must be below "
                              f"train_fraction {self.train_fraction}: validation is carved from the pre-test cycles")
+        if self.data_paths is not None and self.data_path is not None:
+            raise ValueError("env_config sets both data_path and data_paths; keep data_path for one history or "
+                             "data_paths for several")
+        if self.data_paths is not None and self.features != "portable":
+            raise ValueError(f"env_config.data_paths needs features: portable (got {self.features!r}): the other "
+                             "sets scale by one history's statistics and read code metrics only some formats have")
+        if self.synthetic_histories and self.data_paths is None:
+            raise ValueError("env_config.synthetic_histories joins a pool of histories: set data_paths too (or drop "
+                             "it; with no data at all the env already uses one synthetic history)")
         if self.split == "validation" and self.validation_fraction <= 0:
             raise ValueError("env_config.split: 'validation' needs a validation split; set validation_fraction "
                              "(e.g. 0.15: the last 15% of the cycles before the test split)")

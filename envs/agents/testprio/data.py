@@ -37,7 +37,9 @@ RETECS = "retecs"
 ENRICHED = "enriched"
 DELIMITERS = {RETECS: ";", ENRICHED: ","}
 # The usual history windows of the two papers' experiments.
-DEFAULT_HISTORY_WINDOW = {RETECS: 10, ENRICHED: 4}
+# Several histories pooled into one (`pooled_history`), possibly of both formats.
+POOLED = "pooled"
+DEFAULT_HISTORY_WINDOW = {RETECS: 10, ENRICHED: 4, POOLED: 10}
 
 RETECS_HEADER = ("Id", "Name", "Duration", "CalcPrio", "LastRun", "LastResults", "Verdict", "Cycle")
 RETECS_REQUIRED = ("Name", "Duration", "LastRun", "LastResults", "Verdict", "Cycle")
@@ -112,6 +114,22 @@ class CIHistory:
             static_feature_names=self.static_feature_names,
             **per_row,
         )
+
+
+def pooled_history(histories: list[CIHistory]) -> CIHistory:
+    """Several histories as one, each history's cycles after the previous one's, cycle ids prefixed with their file's
+    name. Static code metrics are dropped: only some formats have them, and not the same ones."""
+    per_row = ("test_ids", "verdicts", "durations", "duration_estimates", "days_since_last_run", "history",
+               "prior_runs", "prior_failures")
+    starts = np.cumsum([0] + [h.offsets[-1] for h in histories[:-1]])
+    offsets = np.concatenate([histories[0].offsets[:1]]
+                             + [h.offsets[1:] + start for h, start in zip(histories, starts)]).astype(np.int64)
+    cycle_ids = np.concatenate([np.asarray([f"{Path(h.source).stem}:{c}" for c in h.cycle_ids], dtype=object)
+                                for h in histories])
+    rows = {name: np.concatenate([getattr(h, name) for h in histories]) for name in per_row}
+    return CIHistory(source=" + ".join(h.source for h in histories), format=POOLED, cycle_ids=cycle_ids,
+                     offsets=offsets, static_features=np.zeros((int(offsets[-1]), 0)), static_feature_names=(),
+                     **rows)
 
 
 def load_history(path: str | Path) -> CIHistory:

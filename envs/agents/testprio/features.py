@@ -23,12 +23,29 @@ The "extended" set (env_config.features) appends, from the same pre-cycle inform
   flip_rate                         verdict changes / runs in the stored history (flakiness)
   cycle_last_failed_share           share of the cycle's tests whose last run failed
   log_cycle_size                    standardized log(number of tests in the cycle)
+
+The "portable" set (for several histories learned as one, and models that score a history they never saw) uses
+only what every history gives, each on a scale that needs no statistics of the history, so a new project's cycle
+is featurized on its own, as it comes: no code metrics (some formats lack them), no z-scores (a training history's
+mean duration says nothing about another project's), durations and recency as ranks and ratios within the cycle:
+  history_1..history_w, failure_rate, failure_ema_0.5, failure_ema_0.8, flip_rate, cycle_last_failed_share
+                                    as above
+  failure_streak, runs_since_failure log1p(count) / log1p(64), in [0, 1]
+  duration_share                    estimated duration / the cycle's longest
+  duration_rank                     the estimate's rank in the cycle, 0 = shortest, 1 = longest
+  log_duration_ratio                log(estimate / the cycle's median estimate), clipped
+  recency_rank                      time since the last run, ranked in the cycle (1 = longest ago or never ran)
+  runs_rank                         earlier runs, ranked in the cycle
+  new_test                          1 if the test never ran before
+  cycle_size                        log(tests in the cycle) / log(1000)
+A test with no duration estimate gets its cycle's median estimate (1 if the cycle has none).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from envs.agents.testprio.data import CIHistory
 
@@ -85,6 +102,58 @@ def build_features(history: CIHistory, window: int, train_cycles: int, extended:
     matrix = np.column_stack(columns).astype(np.float32)
     matrix.setflags(write=False)
     return FeatureSet(matrix=matrix, names=names, duration_estimates=duration)
+
+
+def build_portable(history: CIHistory, window: int) -> FeatureSet:
+    """The portable features of every row (module docstring): no statistic is fitted, so the rows of any history,
+    any cycle, alone or pooled with others, get the same features whatever else was loaded."""
+    cycle_of_row = np.repeat(np.arange(history.n_cycles), history.cycle_sizes)
+    by_cycle = pd.Series(cycle_of_row)
+    duration = history.duration_estimates.copy()
+    cycle_median = pd.Series(duration).groupby(by_cycle).transform("median").to_numpy()
+    duration = np.where(np.isnan(duration), np.nan_to_num(cycle_median, nan=1.0), duration)
+    longest = np.maximum.reduceat(duration, history.offsets[:-1])[cycle_of_row]
+    median = pd.Series(duration).groupby(by_cycle).transform("median").to_numpy()
+    since = np.where(np.isnan(history.days_since_last_run), np.inf, history.days_since_last_run)
+    past = history.history.astype(np.float64)
+    ran, failed = past >= 0, past == 1
+    capacity = past.shape[1]
+    rates = []
+    for decay in (0.5, 0.8):
+        weights = decay ** np.arange(capacity)
+        rates.append((failed * weights).sum(1) / np.maximum((ran * weights).sum(1), 1e-12))
+    streak = np.where(failed.all(1), capacity, np.argmax(~failed, axis=1))
+    runs_since_failure = np.where(failed.any(1), np.argmax(failed, axis=1), capacity)
+    flips = ((past[:, 1:] != past[:, :-1]) & ran[:, 1:]).sum(1) / np.maximum(ran.sum(1) - 1, 1)
+    sizes = history.cycle_sizes.astype(np.float64)
+    last_failed_share = np.bincount(cycle_of_row, failed[:, 0], minlength=history.n_cycles) / np.maximum(sizes, 1)
+    columns = {
+        "failure_rate": history.prior_failures / np.maximum(history.prior_runs, 1),
+        "failure_ema_0.5": rates[0],
+        "failure_ema_0.8": rates[1],
+        "flip_rate": flips,
+        "cycle_last_failed_share": last_failed_share[cycle_of_row],
+        "failure_streak": np.log1p(streak) / np.log1p(capacity),
+        "runs_since_failure": np.log1p(runs_since_failure) / np.log1p(capacity),
+        "duration_share": np.divide(duration, longest, out=np.zeros_like(duration), where=longest > 0),
+        "duration_rank": _rank_in_cycle(duration, by_cycle),
+        "log_duration_ratio": np.clip(np.log((duration + 1e-9) / (median + 1e-9)), -CLIP, CLIP),
+        "recency_rank": _rank_in_cycle(since, by_cycle),
+        "runs_rank": _rank_in_cycle(history.prior_runs.astype(np.float64), by_cycle),
+        "new_test": (history.prior_runs == 0).astype(np.float64),
+        "cycle_size": np.minimum(np.log(np.maximum(sizes, 1)) / np.log(1000.0), CLIP)[cycle_of_row],
+    }
+    matrix = np.column_stack([history.history[:, :window].astype(np.float32), *columns.values()]).astype(np.float32)
+    matrix.setflags(write=False)
+    names = tuple(f"history_{k + 1}" for k in range(window)) + tuple(columns)
+    return FeatureSet(matrix=matrix, names=names, duration_estimates=duration)
+
+
+def _rank_in_cycle(values: np.ndarray, by_cycle: pd.Series) -> np.ndarray:
+    """Each value's rank among its cycle's, scaled to [0, 1] (ties share their mean rank; one test: 0.5)."""
+    ranks = pd.Series(values).groupby(by_cycle).rank(method="average").to_numpy()
+    sizes = by_cycle.map(by_cycle.value_counts()).to_numpy()
+    return np.where(sizes > 1, (ranks - 1) / np.maximum(sizes - 1, 1), 0.5)
 
 
 def _extended(

@@ -1,0 +1,178 @@
+"""Score a trained execution agent on a CI history it never trained on: zero-shot, and online as CI runs.
+
+A CI team that adopts a model has no months of its own history to train it on. This scores what it would get:
+every cycle of the history (either format), in time order, is ranked
+
+* zero-shot by the trained policy, unchanged;
+* by each online learner the caller passes (e.g. the same policy updated after every cycle's verdicts, a cold
+  start, periodic retraining: algos.online_comparator); a learner ranks a cycle, then learns its verdicts, so the
+  order of a cycle never reads its own outcomes;
+* by the learned baseline (gradient-boosted trees with a ranking objective, fitted on the histories the agent
+  trained on: the same data, the same zero-shot position) and the family's baselines (recent_failures, random,
+  optimal).
+
+Headline columns use the paper's protocol (cycles with >= 6 tests, envs.agents.testprio.evaluate.PAPER_MIN_TESTS).
+Guard: NRPA rewards ordering passing tests by duration even when nothing fails, so APFD on the cycles with failures
+is reported next to it, and a strategy whose failing-cycle APFD is below the heuristic's is flagged. For learners,
+`caught_up_at` is the cycle (1-based, in time order) after which the learner's running mean stays at or above the
+heuristic's running mean to the end (NRPA on all cycles; "never" if it does not).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+import numpy as np
+import pandas as pd
+
+from envs.agents.testprio import baselines, metrics
+from envs.agents.testprio.config import parse_config
+from envs.agents.testprio.cycle_reader import CycleReader
+from envs.agents.testprio.dataset import PreparedData, prepare
+from envs.agents.testprio.evaluate import HEURISTIC, LEARNED_BASELINE, PAPER_MIN_TESTS
+from envs.agents.testprio.learning_to_rank import LearningToRank
+from envs.agents.testprio.ranking import rank_pairwise, rank_pointwise, tiebreak_order
+from envs.errors import InputError
+from envs.report import Policy
+
+
+class Learner(Protocol):
+    """A policy that learns as CI runs: rank a cycle (`__call__` on observations), then `update` on its verdicts."""
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray: ...
+
+    def update(self, features: np.ndarray, verdicts: np.ndarray, durations: np.ndarray,
+               rng: np.random.Generator) -> None: ...
+
+
+@dataclass(frozen=True)
+class TransferReport:
+    """Per strategy: the summary table; per cycle and strategy: the scores; what the numbers mean."""
+
+    table: pd.DataFrame
+    per_cycle: pd.DataFrame
+    notes: list[str]
+
+
+def score_registered(policy: Policy, reader: CycleReader | None, data_path: str,
+                     learners: Mapping[str, Callable[[], Learner]]) -> TransferReport:
+    """`score_history` for a registered model: its reader says how it featurized its training data and where that
+    data was (envs.EnvFamily.transfer). Online learners need a comparator (pairwise); a pointwise model is scored
+    zero-shot only."""
+    if reader is None or reader.refusal:
+        why = reader.refusal if reader else "it was registered without a cycle reader"
+        raise InputError(f"this model cannot score another history: {why}")
+    known = [path for path in reader.training_data if Path(path).is_file()]
+    training = None
+    if known and len(known) == len(reader.training_data):
+        sources = ({"data_paths": list(known), "synthetic_histories": reader.synthetic_histories}
+                   if len(known) > 1 or reader.synthetic_histories else {"data_path": known[0]})
+        training = {**sources, "features": reader.features, "history_window": reader.window,
+                    "train_fraction": reader.train_fraction, "validation_fraction": reader.validation_fraction,
+                    "seed": reader.seed}
+    report = score_history(policy, reader.env_config(data_path), learners if reader.mode == "pairwise" else {},
+                           training)
+    seen = any(Path(path).resolve() == Path(data_path).resolve() for path in reader.training_data)
+    if seen:
+        report.notes.insert(0, f"NOT zero-shot: {data_path} is one of the histories this model trained on (its "
+                               f"first {reader.train_fraction - reader.validation_fraction:.0%} of cycles)")
+    if learners and reader.mode != "pairwise":
+        report.notes.append("no online rows: online learning updates a comparator (a pairwise model)")
+    return report
+
+
+def score_history(policy: Policy, env_config: Mapping[str, Any], learners: Mapping[str, Callable[[], Learner]],
+                  training_config: Mapping[str, Any] | None = None, agent: str = "agent (zero-shot)",
+                  ) -> TransferReport:
+    """Rank every cycle of `env_config`'s history (data_path) in time order with the policy, the learners and the
+    baselines. `training_config`: the env_config of the agent's training data, on whose training cycles the
+    learned baseline is fitted (None: no learned baseline)."""
+    config = parse_config(env_config)
+    data = prepare(config)
+    ranker = _learned_baseline(training_config)
+    live = {name: make() for name, make in learners.items()}
+    rng = np.random.default_rng(config.seed)
+    history = data.history
+    rows, seconds = [], []
+    for position, cycle in enumerate(np.flatnonzero(history.cycle_sizes >= 2)):
+        span = history.rows(cycle)
+        n = span.stop - span.start
+        features, verdicts, durations = data.features.matrix[span], history.verdicts[span], history.durations[span]
+        tiebreak = tiebreak_order(n, rng)
+        started = time.perf_counter()
+        orders = {agent: _rank(policy, config.mode, features, tiebreak, config.priority_buckets)}
+        seconds.append(time.perf_counter() - started)
+        for name, learner in live.items():
+            orders[name] = _rank(learner, config.mode, features, tiebreak, config.priority_buckets)
+        if ranker is not None:
+            orders[LEARNED_BASELINE] = ranker.order(features, tiebreak)
+        view = baselines.Cycle(history.history[span, : data.window],
+                               history.prior_failures[span] / np.maximum(history.prior_runs[span], 1),
+                               data.features.duration_estimates[span], verdicts, durations)
+        orders.update({b.name: b.decide(view, rng) for b in baselines.BASELINES})
+        for strategy, order in orders.items():
+            rows.append({"position": position + 1, "cycle": history.cycle_ids[cycle], "strategy": strategy,
+                         "tests": n, "apfd": metrics.apfd(verdicts[order]),
+                         "napfd": metrics.napfd(verdicts[order], durations[order], config.time_budget),
+                         "nrpa": metrics.nrpa(verdicts[order], durations[order])})
+        for learner in live.values():  # after every strategy ranked the cycle: its verdicts are now known
+            learner.update(features, verdicts, durations, rng)
+    per_cycle = pd.DataFrame(rows)
+    table = summary(per_cycle, list(live))
+    notes = [
+        f"{history.source}: {per_cycle['position'].max()} cycles with two or more tests, in time order; headline "
+        f"columns (paper_*) over the {int(table['paper_cycles'].iloc[0])} with >= {PAPER_MIN_TESTS} tests.",
+        "apfd columns: means over cycles with failures only; nrpa: over all; below_heuristic: the strategy's "
+        "failing-cycle APFD is below recent_failures' (the NRPA guard).",
+        f"agent ranking time per cycle: median {1000 * float(np.median(seconds)):.2f} ms, max "
+        f"{1000 * float(np.max(seconds)):.2f} ms ({config.mode}).",
+    ]
+    if ranker is None:
+        notes.append("no learning_to_rank row: the model's training histories are not on this machine")
+    return TransferReport(table=table, per_cycle=per_cycle, notes=notes)
+
+
+def summary(per_cycle: pd.DataFrame, learners: list[str]) -> pd.DataFrame:
+    """Per strategy: ours (>= 2 tests) and the paper's protocol (>= 6), the guard flag, and for learners the cycle
+    after which their running NRPA stays at or above the heuristic's."""
+    def means(frame: pd.DataFrame) -> pd.DataFrame:
+        grouped = frame.groupby("strategy", sort=False)
+        return pd.DataFrame({"apfd": grouped["apfd"].mean(), "nrpa": grouped["nrpa"].mean(),
+                             "cycles_with_failures": grouped["apfd"].count(), "cycles": grouped.size()})
+
+    ours, paper = means(per_cycle), means(per_cycle[per_cycle["tests"] >= PAPER_MIN_TESTS])
+    table = pd.DataFrame({"paper_apfd": paper["apfd"], "paper_nrpa": paper["nrpa"],
+                          "paper_cycles_with_failures": paper["cycles_with_failures"], "paper_cycles": paper["cycles"],
+                          "apfd": ours["apfd"], "nrpa": ours["nrpa"], "cycles": ours["cycles"]})
+    heuristic = table.loc[HEURISTIC, "paper_apfd"]
+    table["below_heuristic"] = table["paper_apfd"] < heuristic - 1e-12
+    table["caught_up_at"] = [caught_up_at(per_cycle, name) if name in learners else "" for name in table.index]
+    return table
+
+
+def caught_up_at(per_cycle: pd.DataFrame, strategy: str, metric: str = "nrpa") -> str:
+    """The first cycle (1-based position) from which `strategy`'s running mean of `metric` stays at or above the
+    heuristic's to the end; "never" if it ends below."""
+    wide = per_cycle.pivot(index="position", columns="strategy", values=metric)
+    ahead = (wide[strategy].expanding().mean() >= wide[HEURISTIC].expanding().mean() - 1e-12).to_numpy()
+    if not ahead[-1]:
+        return "never"
+    behind = np.flatnonzero(~ahead)
+    return str(int(wide.index[behind[-1] + 1]) if behind.size else int(wide.index[0]))
+
+
+def _rank(policy: Policy, mode: str, features: np.ndarray, tiebreak: np.ndarray, buckets: int) -> np.ndarray:
+    if mode == "pairwise":
+        return rank_pairwise(policy, features, tiebreak)
+    return rank_pointwise(policy, features, tiebreak, buckets)
+
+
+def _learned_baseline(training_config: Mapping[str, Any] | None) -> LearningToRank | None:
+    """Gradient-boosted trees fitted on the agent's training cycles, or None when that data is not here."""
+    if training_config is None:
+        return None
+    data: PreparedData = prepare(parse_config(training_config))
+    return LearningToRank.fit(data.features.matrix, data.history, data.train_cycles, seed=parse_config(
+        training_config).seed)

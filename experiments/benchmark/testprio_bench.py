@@ -1,0 +1,96 @@
+"""`testprio`: training the cross-project execution agent, and ranking one CI cycle with it, vs learning-to-rank.
+
+- training: `python -m experiments.run conf/dqn_testprio_cross.yaml` from the command line (--quick: its smoke
+  budget) against fitting the learned baseline (LightGBM lambdarank) on the same training cycles;
+- ranking: every cycle of a bundled history, one at a time, by the registered model's policy (zero-shot, the
+  pairwise round robin or merge sort of envs.agents.testprio.ranking) against the learned baseline's ordering;
+- learning online: one update of the comparator after a cycle's verdicts (algos.online_comparator).
+"""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from experiments.benchmark.common import REPO, Budget, Figure, Report
+
+CONF = REPO / "conf/dqn_testprio_cross.yaml"
+HELD_OUT = REPO / "data/testprio/iofrol.csv"  # the history with the largest cycles and the most failures
+
+
+def _per_cycle_ms(rank, data) -> list[float]:
+    samples = []
+    rng = np.random.default_rng(0)
+    for cycle in np.flatnonzero(data.history.cycle_sizes >= 2):
+        features = data.features.matrix[data.history.rows(cycle)]
+        tiebreak = rng.permutation(len(features))
+        started = time.perf_counter()
+        rank(features, tiebreak)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def run(budget: Budget) -> Report:
+    import mlflow
+
+    from algos.online_comparator import OnlineComparator
+    from envs.agents.testprio.config import parse_config
+    from envs.agents.testprio.dataset import prepare
+    from envs.agents.testprio.learning_to_rank import LearningToRank
+    from envs.agents.testprio.ranking import rank_pairwise
+
+    smoke = ["--smoke-test"] if budget.quick else []
+    with tempfile.TemporaryDirectory() as folder:
+        uri = f"sqlite:///{Path(folder) / 'mlflow.db'}"
+        started = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "experiments.run", str(CONF), *smoke, "--no-dashboard",
+                               "--output", str(Path(folder) / "runs"), "--set", f"tracking.tracking_uri={uri}"],
+                              cwd=REPO, capture_output=True, text=True, timeout=3600)
+        training = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"experiments.run failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-800:]}")
+        mlflow.set_tracking_uri(uri)
+        client = mlflow.MlflowClient(uri)
+        [model] = client.search_registered_models()
+        version = max(client.search_model_versions(f"name = '{model.name}'"), key=lambda v: int(v.version))
+        inner = mlflow.pyfunc.load_model(f"models:/{model.name}/{version.version}").unwrap_python_model()
+    reader, policy = inner.inputs, inner.policy
+    pooled = prepare(parse_config({"data_paths": list(reader.training_data), "features": reader.features,
+                                   "history_window": reader.window, "train_fraction": reader.train_fraction,
+                                   "validation_fraction": reader.validation_fraction,
+                                   "synthetic_histories": reader.synthetic_histories}))
+    started = time.perf_counter()
+    ranker = LearningToRank.fit(pooled.features.matrix, pooled.history, pooled.train_cycles)
+    fit = time.perf_counter() - started
+    held_out = prepare(parse_config(reader.env_config(str(HELD_OUT))))
+    agent = _per_cycle_ms(lambda f, t: rank_pairwise(policy, f, t), held_out)
+    learned = _per_cycle_ms(ranker.order, held_out)
+    comparator = OnlineComparator.from_policy(policy)
+    rng = np.random.default_rng(0)
+    updates = []
+    for cycle in np.flatnonzero(held_out.history.cycle_sizes >= 2)[: 20 if budget.quick else 100]:
+        span = held_out.history.rows(cycle)
+        begun = time.perf_counter()
+        comparator.update(held_out.features.matrix[span], held_out.history.verdicts[span],
+                          held_out.history.durations[span], rng)
+        updates.append((time.perf_counter() - begun) * 1000)
+    p95 = float(np.percentile(agent, 95))
+    sizes = held_out.history.cycle_sizes[held_out.history.cycle_sizes >= 2]
+    budget_note = "the smoke budget (--quick)" if smoke else "the shipped conf's budget"
+    return Report("testprio", __doc__.splitlines()[0], "the cross-project DQN comparator", "LightGBM lambdarank", [
+        Figure("training the cross-project model (command line) vs fitting learning-to-rank", "s", training, fit,
+               higher_is_better=False, target="<= 600 s", met=training <= 600.0,
+               note=f"{budget_note}; the command includes Ray's start, the sweep, scoring and registration"),
+        Figure(f"ranking one cycle of {HELD_OUT.name}, 95th percentile, vs learning-to-rank", "ms", p95,
+               float(np.percentile(learned, 95)), higher_is_better=False, target="<= 50 ms", met=p95 <= 50.0,
+               note=f"{len(agent)} cycles of 2..{int(sizes.max())} tests; median {statistics.median(agent):.2f} ms, "
+                    f"max {max(agent):.1f} ms (the largest cycles are merge-sorted)"),
+        Figure("one online update after a cycle's verdicts", "ms", statistics.median(updates), None,
+               higher_is_better=False, note=f"median of {len(updates)} cycles, 256 pairs, 4 Adam steps"),
+    ], {"training_s": training, "ltr_fit_s": fit, "rank_ms_median": statistics.median(agent), "rank_ms_p95": p95,
+        "rank_ms_max": max(agent), "update_ms_median": statistics.median(updates)})

@@ -1,0 +1,100 @@
+"""`python -m experiments.transfer "models:/NAME@champion" HISTORY [HISTORY ...]`: score a registered model on data it
+never trained on, without retraining: zero-shot, and online (updated after every cycle, as CI runs).
+
+For the execution agent (`conf/dqn_testprio_cross.yaml`): HISTORY is a CI history in the RETECS or the enriched
+format; every cycle is ranked in time order by the model as registered, by the model updated after each cycle's
+verdicts, by a cold start updated the same way, by periodic retraining, and by the baselines (recent_failures,
+random, optimal, and gradient-boosted learning-to-rank fitted on the model's own training histories). The table
+(headline columns: the paper's protocol, cycles with >= 6 tests) is printed and logged to MLflow (experiment
+`<model name>-transfer`, one run per history, the per-cycle scores as an artifact); --output also writes them as
+CSV. A model whose env family cannot be scored this way, or a file in an unknown format, is refused in one line.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from envs.errors import InputError
+from experiments.shell import exit_code, terminal_console
+from experiments.tracking.store import default_tracking_uri
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.transfer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help='a registered model, e.g. "models:/dqn_testprio_cross/latest" or models:/NAME@ALIAS')
+    parser.add_argument("histories", nargs="+", help="data files the model never trained on")
+    parser.add_argument("--no-online", dest="online", action="store_false",
+                        help="score the registered model and the baselines only (no per-cycle learners)")
+    parser.add_argument("--output", type=Path, default=None, help="folder for <history>.table.csv and .cycles.csv")
+    parser.add_argument("--tracking-uri", default=None, help="default MLFLOW_TRACKING_URI, else ./mlruns")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    args = parse_args(argv)
+    return exit_code(lambda: transfer(args))
+
+
+def transfer(args: argparse.Namespace) -> int:
+    import mlflow
+
+    import envs
+    from algos.online_comparator import online_learners
+    from experiments.results.promotion import resolve_version
+    from experiments.tracking.runs import make_client
+
+    missing = [path for path in args.histories if not Path(path).is_file()]
+    if missing:
+        raise InputError(f"{missing[0]}: no such file; give a CI history in the RETECS or enriched format")
+    tracking_uri = args.tracking_uri or default_tracking_uri()
+    mlflow.set_tracking_uri(tracking_uri)
+    version = resolve_version(make_client(tracking_uri), args.model)
+    family = envs.family(version.tags.get("env", ""))
+    score = family.transfer_function()
+    if score is None:
+        raise InputError(f"{args.model}: its env ({family.env_id or 'unknown'}) has no scoring on other data "
+                         "(envs.EnvFamily.transfer): only the execution agent's models can be scored this way")
+    model = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}").unwrap_python_model()
+    learners = online_learners(model.policy) if args.online else {}
+    console = terminal_console()
+    for path in args.histories:
+        report = score(model.policy, model.inputs, path, learners)
+        console.print(f"\n{version.name} version {version.version} on {path}", markup=False)
+        console.print(report.table.to_string(float_format=lambda x: f"{x:.4f}"), markup=False)
+        for note in report.notes:
+            console.print(f"  {note}", markup=False)
+        _log(mlflow, version, path, report, args.output)
+    return 0
+
+
+def _log(mlflow: Any, version: Any, path: str, report: Any, output: Path | None) -> None:
+    """One MLflow run per scored history: the headline numbers as metrics, both tables as artifacts."""
+    stem = Path(path).stem
+    mlflow.set_experiment(f"{version.name}-transfer")
+    with tempfile.TemporaryDirectory() as folder, mlflow.start_run(run_name=f"{stem} v{version.version}"):
+        mlflow.set_tags({"model": f"models:/{version.name}/{version.version}", "history": str(Path(path).resolve())})
+        for strategy, row in report.table.iterrows():
+            for column in ("paper_apfd", "paper_nrpa"):
+                if row[column] == row[column]:  # not NaN
+                    mlflow.log_metric(f"{_metric_name(strategy)}/{column}", float(row[column]))
+        target = output or Path(folder)
+        target.mkdir(parents=True, exist_ok=True)
+        report.table.to_csv(target / f"{stem}.table.csv")
+        report.per_cycle.to_csv(target / f"{stem}.cycles.csv", index=False)
+        mlflow.log_artifact(str(target / f"{stem}.table.csv"))
+        mlflow.log_artifact(str(target / f"{stem}.cycles.csv"))
+
+
+def _metric_name(strategy: str) -> str:
+    """A strategy's name as an MLflow metric prefix (letters, digits, _ - . / only)."""
+    return "".join(c if c.isalnum() or c in "_-./" else "_" for c in strategy).strip("_")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
