@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -93,7 +94,7 @@ def _log(mlflow: Any, version: Any, path: str, report: Any, output: Path | None)
 
 def _metric_name(strategy: str) -> str:
     """A strategy's name as an MLflow metric prefix (letters, digits, _ - . / only)."""
-    return "".join(c if c.isalnum() or c in "_-./" else "_" for c in strategy).strip("_")
+    return re.sub(r"[^\w\-./]+", "_", strategy).strip("_")
 
 
 if __name__ == "__main__":

@@ -115,26 +115,17 @@ def build_portable(history: CIHistory, window: int) -> FeatureSet:
     longest = np.maximum.reduceat(duration, history.offsets[:-1])[cycle_of_row]
     median = pd.Series(duration).groupby(by_cycle).transform("median").to_numpy()
     since = np.where(np.isnan(history.days_since_last_run), np.inf, history.days_since_last_run)
-    past = history.history.astype(np.float64)
-    ran, failed = past >= 0, past == 1
-    capacity = past.shape[1]
-    rates = []
-    for decay in (0.5, 0.8):
-        weights = decay ** np.arange(capacity)
-        rates.append((failed * weights).sum(1) / np.maximum((ran * weights).sum(1), 1e-12))
-    streak = np.where(failed.all(1), capacity, np.argmax(~failed, axis=1))
-    runs_since_failure = np.where(failed.any(1), np.argmax(failed, axis=1), capacity)
-    flips = ((past[:, 1:] != past[:, :-1]) & ran[:, 1:]).sum(1) / np.maximum(ran.sum(1) - 1, 1)
+    stats = _verdict_statistics(history, cycle_of_row)
+    capacity = history.history.shape[1]
     sizes = history.cycle_sizes.astype(np.float64)
-    last_failed_share = np.bincount(cycle_of_row, failed[:, 0], minlength=history.n_cycles) / np.maximum(sizes, 1)
     columns = {
         "failure_rate": history.prior_failures / np.maximum(history.prior_runs, 1),
-        "failure_ema_0.5": rates[0],
-        "failure_ema_0.8": rates[1],
-        "flip_rate": flips,
-        "cycle_last_failed_share": last_failed_share[cycle_of_row],
-        "failure_streak": np.log1p(streak) / np.log1p(capacity),
-        "runs_since_failure": np.log1p(runs_since_failure) / np.log1p(capacity),
+        "failure_ema_0.5": stats.rates[0],
+        "failure_ema_0.8": stats.rates[1],
+        "flip_rate": stats.flips,
+        "cycle_last_failed_share": stats.last_failed_share,
+        "failure_streak": np.log1p(stats.streak) / np.log1p(capacity),
+        "runs_since_failure": np.log1p(stats.runs_since_failure) / np.log1p(capacity),
         "duration_share": np.divide(duration, longest, out=np.zeros_like(duration), where=longest > 0),
         "duration_rank": _rank_in_cycle(duration, by_cycle),
         "log_duration_ratio": np.clip(np.log((duration + 1e-9) / (median + 1e-9)), -CLIP, CLIP),
@@ -156,10 +147,18 @@ def _rank_in_cycle(values: np.ndarray, by_cycle: pd.Series) -> np.ndarray:
     return np.where(sizes > 1, (ranks - 1) / np.maximum(sizes - 1, 1), 0.5)
 
 
-def _extended(
-    history: CIHistory, cycle_of_row: np.ndarray, train_rows: slice
-) -> tuple[np.ndarray, tuple[str, ...]]:
-    """History and cycle-context features of the "extended" set (pre-cycle information only)."""
+@dataclass(frozen=True)
+class _VerdictStatistics:
+    """What the stored verdict window says of each row, shared by the extended and the portable sets."""
+
+    rates: tuple[np.ndarray, np.ndarray]  # recency-weighted failure rates, decays 0.5 and 0.8
+    streak: np.ndarray                    # consecutive failures, most recent first (the window's length if all)
+    runs_since_failure: np.ndarray        # runs since the last failure (the window's length if none)
+    flips: np.ndarray                     # verdict changes / runs in the window (flakiness)
+    last_failed_share: np.ndarray         # share of the row's cycle whose last run failed
+
+
+def _verdict_statistics(history: CIHistory, cycle_of_row: np.ndarray) -> _VerdictStatistics:
     past = history.history.astype(np.float64)
     ran, failed = past >= 0, past == 1
     capacity = past.shape[1]
@@ -167,15 +166,25 @@ def _extended(
     for decay in (0.5, 0.8):
         weights = decay ** np.arange(capacity)
         rates.append((failed * weights).sum(1) / np.maximum((ran * weights).sum(1), 1e-12))
-    streak = np.where(failed.all(1), capacity, np.argmax(~failed, axis=1)).astype(np.float64)
-    since = np.where(failed.any(1), np.argmax(failed, axis=1), capacity).astype(np.float64)
-    flips = ((past[:, 1:] != past[:, :-1]) & ran[:, 1:]).sum(1) / np.maximum(ran.sum(1) - 1, 1)
-    sizes = history.cycle_sizes.astype(np.float64)
     last_failed = np.bincount(cycle_of_row, failed[:, 0], minlength=history.n_cycles)
-    last_failed_share = last_failed / np.maximum(sizes, 1)
-    log_size = np.log(np.maximum(sizes, 1))[cycle_of_row]
-    scaled = _standardize(np.column_stack([np.log1p(streak), np.log1p(since), log_size]), train_rows)
-    matrix = np.column_stack([*rates, scaled[:, :2], flips, last_failed_share[cycle_of_row], scaled[:, 2]])
+    return _VerdictStatistics(
+        rates=(rates[0], rates[1]),
+        streak=np.where(failed.all(1), capacity, np.argmax(~failed, axis=1)).astype(np.float64),
+        runs_since_failure=np.where(failed.any(1), np.argmax(failed, axis=1), capacity).astype(np.float64),
+        flips=((past[:, 1:] != past[:, :-1]) & ran[:, 1:]).sum(1) / np.maximum(ran.sum(1) - 1, 1),
+        last_failed_share=(last_failed / np.maximum(history.cycle_sizes.astype(np.float64), 1))[cycle_of_row],
+    )
+
+
+def _extended(
+    history: CIHistory, cycle_of_row: np.ndarray, train_rows: slice
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """History and cycle-context features of the "extended" set (pre-cycle information only)."""
+    stats = _verdict_statistics(history, cycle_of_row)
+    log_size = np.log(np.maximum(history.cycle_sizes.astype(np.float64), 1))[cycle_of_row]
+    scaled = _standardize(np.column_stack([np.log1p(stats.streak), np.log1p(stats.runs_since_failure), log_size]),
+                          train_rows)
+    matrix = np.column_stack([*stats.rates, scaled[:, :2], stats.flips, stats.last_failed_share, scaled[:, 2]])
     names = ("failure_ema_0.5", "failure_ema_0.8", "log_failure_streak", "log_runs_since_failure",
              "flip_rate", "cycle_last_failed_share", "log_cycle_size")
     return matrix, names
