@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,9 @@ def transfer(args: argparse.Namespace) -> int:
     if missing:
         raise InputError(f"{missing[0]}: no such file; give a CI history in the RETECS or enriched format")
     tracking_uri = args.tracking_uri or default_tracking_uri()
-    mlflow.set_tracking_uri(tracking_uri)
-    version = resolve_version(make_client(tracking_uri), args.model)
+    client = make_client(tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)  # where models:/ URIs resolve
+    version = resolve_version(client, args.model)
     family = envs.family(version.tags.get("env", ""))
     score = family.transfer_function()
     if score is None:
@@ -70,26 +72,35 @@ def transfer(args: argparse.Namespace) -> int:
         console.print(report.table.to_string(float_format=lambda x: f"{x:.4f}"), markup=False)
         for note in report.notes:
             console.print(f"  {note}", markup=False)
-        _log(mlflow, version, path, report, args.output)
+        _log(client, version, path, report, args.output)
     return 0
 
 
-def _log(mlflow: Any, version: Any, path: str, report: Any, output: Path | None) -> None:
-    """One MLflow run per scored history: the headline numbers as metrics, both tables as artifacts."""
+def _log(client: Any, version: Any, path: str, report: Any, output: Path | None) -> None:
+    """One MLflow run per scored history: the headline numbers as metrics, both tables as artifacts. Through the
+    client, not mlflow's active-experiment state, so a caller's own runs (e.g. a sweep in the same process) are
+    not moved to this experiment."""
+    from mlflow.entities import Metric, RunTag
+
     stem = Path(path).stem
-    mlflow.set_experiment(f"{version.name}-transfer")
-    with tempfile.TemporaryDirectory() as folder, mlflow.start_run(run_name=f"{stem} v{version.version}"):
-        mlflow.set_tags({"model": f"models:/{version.name}/{version.version}", "history": str(Path(path).resolve())})
-        for strategy, row in report.table.iterrows():
-            for column in ("paper_apfd", "paper_nrpa"):
-                if row[column] == row[column]:  # not NaN
-                    mlflow.log_metric(f"{_metric_name(strategy)}/{column}", float(row[column]))
+    name = f"{version.name}-transfer"
+    experiment = client.get_experiment_by_name(name)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+    run_id = client.create_run(experiment_id, run_name=f"{stem} v{version.version}").info.run_id
+    now = int(time.time() * 1000)
+    metrics = [Metric(f"{_metric_name(strategy)}/{column}", float(row[column]), now, 0)
+               for strategy, row in report.table.iterrows() for column in ("paper_apfd", "paper_nrpa")
+               if row[column] == row[column]]  # not NaN
+    client.log_batch(run_id, metrics=metrics, tags=[RunTag("model", f"models:/{version.name}/{version.version}"),
+                                                    RunTag("history", str(Path(path).resolve()))])
+    with tempfile.TemporaryDirectory() as folder:
         target = output or Path(folder)
         target.mkdir(parents=True, exist_ok=True)
         report.table.to_csv(target / f"{stem}.table.csv")
         report.per_cycle.to_csv(target / f"{stem}.cycles.csv", index=False)
-        mlflow.log_artifact(str(target / f"{stem}.table.csv"))
-        mlflow.log_artifact(str(target / f"{stem}.cycles.csv"))
+        client.log_artifact(run_id, str(target / f"{stem}.table.csv"))
+        client.log_artifact(run_id, str(target / f"{stem}.cycles.csv"))
+    client.set_terminated(run_id)
 
 
 def _metric_name(strategy: str) -> str:
