@@ -62,8 +62,8 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
             f"{data.history.source}: the test split has no cycle with two or more tests to score; use more "
             f"cycles (max_cycles) or a smaller train_fraction"
         )
-    table = _summary(scores)
-    paper = _summary(scores[scores["tests"] >= PAPER_MIN_TESTS])
+    table = summarize(scores, list(strategies()))
+    paper = summarize(scores[scores["tests"] >= PAPER_MIN_TESTS], list(strategies()))
     for name in ("apfd", "napfd", "nrpa", "cycles"):
         table[f"paper_{name}"] = paper[name]
     # The NRPA guard: ordering passing tests by duration earns NRPA even when nothing fails, so a strategy whose
@@ -121,38 +121,44 @@ def score_cycles(policy: Policy, config: PrioritizationConfig, data: PreparedDat
     rows = []
     for cycle in data.test_cycles:
         span = history.rows(cycle)
-        n = span.stop - span.start
-        if n < 2:
+        if span.stop - span.start < 2:
             continue
-        verdicts, durations = history.verdicts[span], history.durations[span]
-        estimates = features.duration_estimates[span]
-        tiebreak = tiebreak_order(n, rng)
+        tiebreak = tiebreak_order(span.stop - span.start, rng)
         cycle_features = features.matrix[span]
-        if config.mode == "pairwise":
-            agent = rank_pairwise(policy, cycle_features, tiebreak)
-        else:
-            agent = rank_pointwise(policy, cycle_features, tiebreak, config.priority_buckets)
-        view = baselines.Cycle(history.history[span, : data.window],
-                               history.prior_failures[span] / np.maximum(history.prior_runs[span], 1), estimates,
-                               verdicts, durations)
-        orders = {"agent": agent, LEARNED_BASELINE: ranker.order(cycle_features, tiebreak),
-                  **{b.name: b.decide(view, rng) for b in baselines.BASELINES}}
-        for strategy, order in orders.items():
-            rows.append(
-                {
-                    "cycle": history.cycle_ids[cycle],
-                    "strategy": strategy,
-                    "tests": n,
-                    "apfd": metrics.apfd(verdicts[order]),
-                    "napfd": metrics.napfd(verdicts[order], durations[order], config.time_budget),
-                    "nrpa": metrics.nrpa(verdicts[order], durations[order]),
-                }
-            )
+        orders = {"agent": agent_order(policy, config, cycle_features, tiebreak),
+                  LEARNED_BASELINE: ranker.order(cycle_features, tiebreak), **baseline_orders(data, span, rng)}
+        rows += cycle_scores(orders, data, span, config.time_budget, cycle=history.cycle_ids[cycle])
     return pd.DataFrame(rows, columns=["cycle", "strategy", "tests", "apfd", "napfd", "nrpa"])
 
 
-def _summary(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy: the metrics' means and how many cycles entered them (0 cycles: NaN means)."""
+def agent_order(policy: Policy, config: PrioritizationConfig, features: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    """The policy's order of one cycle: a comparator (pairwise) or priority buckets (pointwise)."""
+    if config.mode == "pairwise":
+        return rank_pairwise(policy, features, tiebreak)
+    return rank_pointwise(policy, features, tiebreak, config.priority_buckets)
+
+
+def baseline_orders(data: PreparedData, span: slice, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Every baseline of the family's table on one cycle, in the table's order (so the generator's draws do not
+    depend on who else ranked the cycle)."""
+    history = data.history
+    view = baselines.Cycle(history.history[span, : data.window],
+                           history.prior_failures[span] / np.maximum(history.prior_runs[span], 1),
+                           data.features.duration_estimates[span], history.verdicts[span], history.durations[span])
+    return {b.name: b.decide(view, rng) for b in baselines.BASELINES}
+
+
+def cycle_scores(orders: Mapping[str, np.ndarray], data: PreparedData, span: slice, time_budget: float,
+                 **identity: Any) -> list[dict[str, Any]]:
+    """One row per strategy of one cycle: `identity` (e.g. the cycle's id), its number of tests, apfd, napfd, nrpa."""
+    verdicts, durations = data.history.verdicts[span], data.history.durations[span]
+    return [{**identity, "strategy": strategy, "tests": len(verdicts), "apfd": metrics.apfd(verdicts[order]),
+             "napfd": metrics.napfd(verdicts[order], durations[order], time_budget),
+             "nrpa": metrics.nrpa(verdicts[order], durations[order])} for strategy, order in orders.items()]
+
+
+def summarize(scores: pd.DataFrame, rows: list[str]) -> pd.DataFrame:
+    """Per strategy (`rows`, in order): the metrics' means and how many cycles entered them (0 cycles: NaN means)."""
     grouped = scores.groupby("strategy", sort=False)
     table = pd.DataFrame(
         {
@@ -163,4 +169,4 @@ def _summary(scores: pd.DataFrame) -> pd.DataFrame:
             "cycles": grouped.size(),
         }
     )
-    return table.reindex(list(strategies())).fillna({"cycles_with_failures": 0, "cycles": 0})
+    return table.reindex(rows).fillna({"cycles_with_failures": 0, "cycles": 0})

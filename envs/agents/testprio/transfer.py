@@ -27,13 +27,20 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 import pandas as pd
 
-from envs.agents.testprio import baselines, metrics
 from envs.agents.testprio.config import parse_config
 from envs.agents.testprio.cycle_reader import CycleReader
 from envs.agents.testprio.dataset import PreparedData, prepare
-from envs.agents.testprio.evaluate import HEURISTIC, LEARNED_BASELINE, PAPER_MIN_TESTS
+from envs.agents.testprio.evaluate import (
+    HEURISTIC,
+    LEARNED_BASELINE,
+    PAPER_MIN_TESTS,
+    agent_order,
+    baseline_orders,
+    cycle_scores,
+    summarize,
+)
 from envs.agents.testprio.learning_to_rank import LearningToRank
-from envs.agents.testprio.ranking import rank_pairwise, rank_pointwise, tiebreak_order
+from envs.agents.testprio.ranking import tiebreak_order
 from envs.errors import InputError
 from envs.report import Policy
 
@@ -98,27 +105,19 @@ def score_history(policy: Policy, env_config: Mapping[str, Any], learners: Mappi
     rows, seconds = [], []
     for position, cycle in enumerate(np.flatnonzero(history.cycle_sizes >= 2)):
         span = history.rows(cycle)
-        n = span.stop - span.start
-        features, verdicts, durations = data.features.matrix[span], history.verdicts[span], history.durations[span]
-        tiebreak = tiebreak_order(n, rng)
+        features = data.features.matrix[span]
+        tiebreak = tiebreak_order(span.stop - span.start, rng)
         started = time.perf_counter()
-        orders = {agent: _rank(policy, config.mode, features, tiebreak, config.priority_buckets)}
+        orders = {agent: agent_order(policy, config, features, tiebreak)}
         seconds.append(time.perf_counter() - started)
-        for name, learner in live.items():
-            orders[name] = _rank(learner, config.mode, features, tiebreak, config.priority_buckets)
+        orders.update({name: agent_order(learner, config, features, tiebreak) for name, learner in live.items()})
         if ranker is not None:
             orders[LEARNED_BASELINE] = ranker.order(features, tiebreak)
-        view = baselines.Cycle(history.history[span, : data.window],
-                               history.prior_failures[span] / np.maximum(history.prior_runs[span], 1),
-                               data.features.duration_estimates[span], verdicts, durations)
-        orders.update({b.name: b.decide(view, rng) for b in baselines.BASELINES})
-        for strategy, order in orders.items():
-            rows.append({"position": position + 1, "cycle": history.cycle_ids[cycle], "strategy": strategy,
-                         "tests": n, "apfd": metrics.apfd(verdicts[order]),
-                         "napfd": metrics.napfd(verdicts[order], durations[order], config.time_budget),
-                         "nrpa": metrics.nrpa(verdicts[order], durations[order])})
+        orders.update(baseline_orders(data, span, rng))
+        rows += cycle_scores(orders, data, span, config.time_budget, position=position + 1,
+                             cycle=history.cycle_ids[cycle])
         for learner in live.values():  # after every strategy ranked the cycle: its verdicts are now known
-            learner.update(features, verdicts, durations, rng)
+            learner.update(features, history.verdicts[span], history.durations[span], rng)
     per_cycle = pd.DataFrame(rows)
     table = summary(per_cycle, list(live))
     notes = [
@@ -137,12 +136,9 @@ def score_history(policy: Policy, env_config: Mapping[str, Any], learners: Mappi
 def summary(per_cycle: pd.DataFrame, learners: list[str]) -> pd.DataFrame:
     """Per strategy: ours (>= 2 tests) and the paper's protocol (>= 6), the guard flag, and for learners the cycle
     after which their running NRPA stays at or above the heuristic's."""
-    def means(frame: pd.DataFrame) -> pd.DataFrame:
-        grouped = frame.groupby("strategy", sort=False)
-        return pd.DataFrame({"apfd": grouped["apfd"].mean(), "nrpa": grouped["nrpa"].mean(),
-                             "cycles_with_failures": grouped["apfd"].count(), "cycles": grouped.size()})
-
-    ours, paper = means(per_cycle), means(per_cycle[per_cycle["tests"] >= PAPER_MIN_TESTS])
+    strategies = list(per_cycle["strategy"].unique())
+    ours = summarize(per_cycle, strategies)
+    paper = summarize(per_cycle[per_cycle["tests"] >= PAPER_MIN_TESTS], strategies)
     table = pd.DataFrame({"paper_apfd": paper["apfd"], "paper_nrpa": paper["nrpa"],
                           "paper_cycles_with_failures": paper["cycles_with_failures"], "paper_cycles": paper["cycles"],
                           "apfd": ours["apfd"], "nrpa": ours["nrpa"], "cycles": ours["cycles"]})
@@ -161,12 +157,6 @@ def caught_up_at(per_cycle: pd.DataFrame, strategy: str, metric: str = "nrpa") -
         return "never"
     behind = np.flatnonzero(~ahead)
     return str(int(wide.index[behind[-1] + 1]) if behind.size else int(wide.index[0]))
-
-
-def _rank(policy: Policy, mode: str, features: np.ndarray, tiebreak: np.ndarray, buckets: int) -> np.ndarray:
-    if mode == "pairwise":
-        return rank_pairwise(policy, features, tiebreak)
-    return rank_pointwise(policy, features, tiebreak, buckets)
 
 
 def _learned_baseline(training_config: Mapping[str, Any] | None) -> LearningToRank | None:
