@@ -60,10 +60,7 @@ def run(budget: Budget) -> Report:
         version = max(client.search_model_versions(f"name = '{model.name}'"), key=lambda v: int(v.version))
         inner = mlflow.pyfunc.load_model(f"models:/{model.name}/{version.version}").unwrap_python_model()
     reader, policy = inner.inputs, inner.policy
-    pooled = prepare(parse_config({"data_paths": list(reader.training_data), "features": reader.features,
-                                   "history_window": reader.window, "train_fraction": reader.train_fraction,
-                                   "validation_fraction": reader.validation_fraction,
-                                   "synthetic_histories": reader.synthetic_histories}))
+    pooled = prepare(parse_config(reader.training_config()))
     started = time.perf_counter()
     ranker = LearningToRank.fit(pooled.features.matrix, pooled.history, pooled.train_cycles)
     fit = time.perf_counter() - started

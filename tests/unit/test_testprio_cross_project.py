@@ -123,6 +123,10 @@ def test_the_reader_round_trips_and_refuses_what_it_cannot_read(tmp_path):
     reader.save(tmp_path / "reader.json")
     assert asdict(CycleReader.load(tmp_path / "reader.json")) == asdict(reader)
     assert "Commons_codec.csv" in reader.tags()["training_histories"]
+    trained_on = prepare(parse_config(reader.training_config()))  # the model's own training data, as it saw it
+    assert np.array_equal(trained_on.features.matrix, pooled(history_window=10).features.matrix)
+    moved = PairwiseCycleReader(**{**asdict(reader), "training_data": (*reader.training_data[:2], "/gone.csv")})
+    assert moved.training_config() is None  # another machine: the learned baseline is left out, not guessed
     with pytest.raises(InputError, match="missing: LastResults"):
         reader.decide(iofrol_cycle(3).drop(columns=["LastResults"]), lambda obs: np.zeros(len(obs), dtype=np.int64))
     scaled = CycleReader.for_env_config({"data_path": BUNDLED[0], "features": "extended"})

@@ -69,6 +69,17 @@ class CycleReader:
                 "history_window": self.window, "priority_buckets": self.priority_buckets,
                 "seed": self.seed, "train_fraction": self.train_fraction}
 
+    def training_config(self) -> dict[str, Any] | None:
+        """The env_config of the data this model learned from, or None when any of its histories is not on this
+        machine (the paths are the training machine's)."""
+        if not self.training_data or not all(Path(path).is_file() for path in self.training_data):
+            return None
+        pooled = len(self.training_data) > 1 or self.synthetic_histories
+        sources = ({"data_paths": list(self.training_data), "synthetic_histories": self.synthetic_histories}
+                   if pooled else {"data_path": self.training_data[0]})
+        return {**sources, "features": self.features, "history_window": self.window, "seed": self.seed,
+                "train_fraction": self.train_fraction, "validation_fraction": self.validation_fraction}
+
     def describe(self) -> str:
         """One line for the model's description and the serving command's output."""
         if self.refusal:

@@ -71,16 +71,8 @@ def score_registered(policy: Policy, reader: CycleReader | None, data_path: str,
     if reader is None or reader.refusal:
         why = reader.refusal if reader else "it was registered without a cycle reader"
         raise InputError(f"this model cannot score another history: {why}")
-    known = [path for path in reader.training_data if Path(path).is_file()]
-    training = None
-    if known and len(known) == len(reader.training_data):
-        sources = ({"data_paths": list(known), "synthetic_histories": reader.synthetic_histories}
-                   if len(known) > 1 or reader.synthetic_histories else {"data_path": known[0]})
-        training = {**sources, "features": reader.features, "history_window": reader.window,
-                    "train_fraction": reader.train_fraction, "validation_fraction": reader.validation_fraction,
-                    "seed": reader.seed}
     report = score_history(policy, reader.env_config(data_path), learners if reader.mode == "pairwise" else {},
-                           training)
+                           reader.training_config())
     seen = any(Path(path).resolve() == Path(data_path).resolve() for path in reader.training_data)
     if seen:
         report.notes.insert(0, f"NOT zero-shot: {data_path} is one of the histories this model trained on (its "
@@ -163,6 +155,6 @@ def _learned_baseline(training_config: Mapping[str, Any] | None) -> LearningToRa
     """Gradient-boosted trees fitted on the agent's training cycles, or None when that data is not here."""
     if training_config is None:
         return None
-    data: PreparedData = prepare(parse_config(training_config))
-    return LearningToRank.fit(data.features.matrix, data.history, data.train_cycles, seed=parse_config(
-        training_config).seed)
+    config = parse_config(training_config)
+    data: PreparedData = prepare(config)
+    return LearningToRank.fit(data.features.matrix, data.history, data.train_cycles, seed=config.seed)
