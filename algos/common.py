@@ -18,6 +18,7 @@ from ray.tune.registry import register_env
 
 import envs
 from algos.spec import BuildInputs, SelectionRule
+from algos.system_metrics import attach_samples, start_sampling
 from algos.tree_path import value_at
 
 # Every result carries the value of `tune.metric` under this top-level key. Tune's keep-K checkpoint
@@ -107,6 +108,18 @@ def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:
     return training_envs
 
 
+def _callbacks(inputs: BuildInputs) -> dict[str, list[Any]]:
+    """RLlib callbacks of every trial: the selection score on each result; a warm start and system metrics when
+    asked for."""
+    on_init, on_result = [], [partial(copy_selection_score, inputs.metric, inputs.mode, inputs.selection)]
+    if inputs.warm_start:
+        on_init.append(partial(warm_start, inputs.warm_start))
+    if inputs.system_metrics_interval_s:
+        on_init.append(partial(start_sampling, inputs.system_metrics_interval_s))
+        on_result.append(attach_samples)
+    return {"on_train_result": on_result, **({"on_algorithm_init": on_init} if on_init else {})}
+
+
 def apply_common(config: AlgorithmConfig, inputs: BuildInputs) -> AlgorithmConfig:
     """The builder calls shared by every algorithm, from the experiment's sections and resources."""
     sections, resources = inputs.sections, inputs.resources
@@ -128,8 +141,7 @@ def apply_common(config: AlgorithmConfig, inputs: BuildInputs) -> AlgorithmConfi
         .rl_module(model_config=sections["rl_module"])
         .reporting(**{k: v for k, v in sections["reporting"].items() if v is not None})
         .debugging(seed=inputs.seed)
-        .callbacks(on_train_result=partial(copy_selection_score, inputs.metric, inputs.mode, inputs.selection),
-                   **({"on_algorithm_init": partial(warm_start, inputs.warm_start)} if inputs.warm_start else {}))
+        .callbacks(**_callbacks(inputs))
     )
     if evaluation["evaluation_interval"]:
         config.evaluation(

@@ -96,6 +96,7 @@ class BuildInputs:
     has_vector_env: bool = False
     selection: SelectionRule = field(default_factory=SelectionRule)
     warm_start: str | None = None  # an algorithm checkpoint whose learner state every trial starts from
+    system_metrics_interval_s: float | None = None  # sample the trial's system use this often (None: never)
 
 
 @dataclass(frozen=True)

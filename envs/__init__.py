@@ -72,6 +72,9 @@ class EnvFamily:
     # registered model (its policy and input reader) on data it never trained on, zero-shot and with the given
     # online learners (experiments.transfer), or None: the family's models are scored on their own split only.
     transfer: str | None = None
+    # "module:function(env_config) -> list[envs.datasets.DataPart]": the parts of the data one env_config trains,
+    # selects and is scored on, logged as MLflow dataset inputs of its runs; None: the family reads no data file.
+    datasets: str | None = None
     env_id: str = ""  # the id this entry was resolved for (envs.family fills it; the table's keys are the ids)
 
     @property
@@ -97,6 +100,10 @@ class EnvFamily:
     def transfer_function(self) -> Callable[..., Any] | None:
         """The scorer of a registered model on other data (`transfer`), or None."""
         return _load(self.transfer) if self.transfer else None
+
+    def data_parts(self, env_config: dict[str, Any]) -> list[Any]:
+        """The parts of the data `env_config` reads (`datasets`), empty when the family says none."""
+        return list(_load(self.datasets)(env_config)) if self.datasets else []
 
     def reader_class(self) -> Any | None:
         """The class that reads the family's raw inputs for a served policy (input_reader), or None."""
@@ -137,6 +144,7 @@ _TESTPRIO_COLUMNS = ("eval/nrpa", "eval/apfd", "eval/paper_nrpa")
 _TESTPRIO_BASELINES = "envs.agents.testprio.baselines:BASELINES"
 _TESTPRIO_DATA = ("data_path", "data_paths")
 _TESTPRIO_TRANSFER = "envs.agents.testprio.transfer:score_registered"
+_TESTPRIO_DATASETS = "envs.agents.testprio.datasets:data_parts"
 ENVIRONMENTS: dict[str, EnvFamily] = {
     "trading/Spot-v0": EnvFamily(
         "envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy", folds=True,
@@ -146,17 +154,18 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
         unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
         comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"),
-        baselines="envs.trading.backtest:BASELINES"),
+        baselines="envs.trading.backtest:BASELINES", datasets="envs.trading.datasets:data_parts"),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA, comparison_columns=_TESTPRIO_COLUMNS,
         baselines=_TESTPRIO_BASELINES, input_reader="envs.agents.testprio.cycle_reader:CycleReader",
-        transfer=_TESTPRIO_TRANSFER),
+        transfer=_TESTPRIO_TRANSFER, datasets=_TESTPRIO_DATASETS),
     "agents/TestPrioritizationPairwise-v0": EnvFamily(
         "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
         "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA,
         comparison_columns=_TESTPRIO_COLUMNS, baselines=_TESTPRIO_BASELINES,
-        input_reader="envs.agents.testprio.cycle_reader:PairwiseCycleReader", transfer=_TESTPRIO_TRANSFER),
+        input_reader="envs.agents.testprio.cycle_reader:PairwiseCycleReader", transfer=_TESTPRIO_TRANSFER,
+        datasets=_TESTPRIO_DATASETS),
     "agents/TestGeneration-v0": EnvFamily(
         "envs.agents.testgen.env:TestGenerationEnv", "envs.agents.testgen.evaluate:evaluate_policy",
         config_model="envs.agents.testgen.config:TestGenerationConfig", data_keys=("test_programs",),

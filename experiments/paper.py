@@ -145,10 +145,13 @@ class PaperTrader:
         return decide
 
     def run(self) -> int:
+        from envs.trading.datasets import bars_part
         from envs.trading.paper import PaperBook, new_book
+        from experiments.tracking.datasets import log_data_parts
 
         bars = self._bars()
         run_id, state = self._session()
+        log_data_parts(self.client, run_id, [bars_part(self.args.bars, bars)])
         book = PaperBook.from_state(state) if state else new_book(self.reader)
         band = self._band(bars)
         print(f"paper trading {self.version.name} version {self.version.version} on {self.args.bars}: MLflow run "

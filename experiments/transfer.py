@@ -82,6 +82,10 @@ def _log(client: Any, version: Any, path: str, report: Any, output: Path | None)
     not moved to this experiment."""
     from mlflow.entities import Metric, RunTag
 
+    from envs.datasets import whole_file
+    from experiments.tracking.datasets import log_data_parts
+    from experiments.tracking.runs import log_metric_entities
+
     stem = Path(path).stem
     name = f"{version.name}-transfer"
     experiment = client.get_experiment_by_name(name)
@@ -91,8 +95,13 @@ def _log(client: Any, version: Any, path: str, report: Any, output: Path | None)
     metrics = [Metric(f"{_metric_name(strategy)}/{column}", float(row[column]), now, 0)
                for strategy, row in report.table.iterrows() for column in ("paper_apfd", "paper_nrpa")
                if row[column] == row[column]]  # not NaN
-    client.log_batch(run_id, metrics=metrics, tags=[RunTag("model", f"models:/{version.name}/{version.version}"),
-                                                    RunTag("history", str(Path(path).resolve()))])
+    # Each strategy's NRPA per cycle, step = the cycle's position: the chart view overlays the strategies.
+    metrics += [Metric(f"{_metric_name(row.strategy)}/cycle_nrpa", float(row.nrpa), now, int(row.position))
+                for row in report.per_cycle.itertuples() if row.nrpa == row.nrpa]
+    log_metric_entities(client, run_id, metrics)
+    client.log_batch(run_id, tags=[RunTag("model", f"models:/{version.name}/{version.version}"),
+                                   RunTag("history", str(Path(path).resolve()))])
+    log_data_parts(client, run_id, [whole_file(path, "transfer", int(report.per_cycle["position"].max()))])
     with tempfile.TemporaryDirectory() as folder:
         target = output or Path(folder)
         target.mkdir(parents=True, exist_ok=True)

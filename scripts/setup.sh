@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create ./.venv and install the project. `scripts/setup.sh test` adds the test tools,
-# `scripts/setup.sh bench` the benchmark peers (Stable-Baselines3, gym-anytrading).
+# `scripts/setup.sh bench` the benchmark peers (Stable-Baselines3, gym-anytrading), `scripts/setup.sh gpu`
+# NVML for the GPU columns of every trial's system metrics (extras combine: `scripts/setup.sh test,gpu`).
 # torch: a CPU build (2.13.0) is installed only when the venv has no torch yet, so a
 # CUDA build you installed first (pip install torch --index-url ...) is kept.
 set -euo pipefail

@@ -17,6 +17,7 @@ both see the same machine and the same load):
               vs Atheris on the same program, seeds and tracer, per program under test,
 - `features`, `operations`: see their modules,
 - `testprio`: training the cross-project execution agent and ranking one CI cycle with it vs learning-to-rank.
+- `system`:   DQN training with each trial's system metrics sampled vs without (tracking.system_metrics).
 
 Peers come from the `bench` extra (`pip install -e .[bench]`); a sub-benchmark whose peer is
 missing is skipped with the install command. Results: `benchmarks/results/<name>.json`.

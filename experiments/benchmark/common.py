@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "features": "experiments.benchmark.features_bench:run",
     "operations": "experiments.benchmark.operations_bench:run",
     "testprio": "experiments.benchmark.testprio_bench:run",
+    "system": "experiments.benchmark.system_bench:run",
 }
 BENCH_EXTRA = 'pip install -e ".[bench]"   (stable-baselines3, gym-anytrading)'
 VERSIONED = ("numpy", "torch", "gymnasium", "ray", "mlflow", "stable-baselines3", "gym-anytrading", "pandas", "ta-lib")

@@ -164,6 +164,10 @@ class TuneSection(Section):
 class TrackingSection(Section):
     tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else a sqlite store in ./mlruns
     experiment_name: str | None = None  # None: the experiment's name
+    # CPU, memory, disk, network and (with the `gpu` extra) GPU use of every trial, sampled in the trial's own
+    # process (algos/system_metrics.py) and logged as system/* metrics of its run; false: none.
+    system_metrics: bool = True
+    system_metrics_interval_s: float = Field(default=10.0, gt=0, le=3600)
 
 
 class ExperimentConfig(Section):

@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import pandas as pd
+from mlflow.entities import RunTag
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 from rich.markup import escape
@@ -116,6 +117,8 @@ def log_verdict(client: MlflowClient, run_id: str, verdict: Verdict, scored: lis
     metrics = {sanitize_key(k.replace("verdict/", f"verdict/{prefix}", 1)): v for k, v in verdict.metrics().items()}
     log_metrics(client, run_id, metrics, step=0)
     client.set_tag(run_id, f"verdict{'' if group is None else '/' + group}", " | ".join(verdict.lines()[:1]))
+    client.log_batch(run_id, tags=[RunTag(tag if group is None else tag.replace(".", f".{group}.", 1), value)
+                                   for tag, value in verdict.tags().items()])  # per coin: verdict.SOL-USD.flat
 
 
 def group_table(outcomes: dict[str, Verdict]) -> pd.DataFrame:

@@ -88,6 +88,7 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
                             exp.tune.mode, first.periods_per_year, threshold, prior)
     verdict.missing = missing_trials(trials, exp)
     if key:
+        verdict.ledger_key = key.id
         ledger.record(key, sorted({t.point for t in trials}), verdict.returns)
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
     report = next(r for t, r in scored if t is chosen)

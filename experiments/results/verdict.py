@@ -106,6 +106,7 @@ class Verdict:
     attempt: int = 1          # this run's number on these data and windows
     ledger_note: str = ""
     missing: str = ""         # planned folds and seeds with no finished trial, e.g. "fold 3 seed 1 missing"
+    ledger_key: str = ""      # the trials ledger's key of these data and windows (LedgerKey.id); "" without one
 
     @functools.cached_property
     def pbo(self) -> Any | None:
@@ -143,6 +144,14 @@ class Verdict:
                 f"(DSR {_fmt(e.dsr)}, {_fmt(e.dsr_effective)} at effective {self.n_effective:.1f}, PBO {pbo}, "
                 f"agent wins {e.wins} of {e.folds} folds{suffix}{_left_out(e)})"
                 for e in self.edges]
+
+    def tags(self) -> dict[str, str]:
+        """Words for the MLflow runs table, which filters tags by value: `verdict.<baseline>` = supported |
+        not_supported per baseline, and the ledger's key and attempt on these data and windows."""
+        tags = {f"verdict.{e.baseline}": "supported" if e.supported else "not_supported" for e in self.edges}
+        if self.ledger_key:
+            tags.update({"ledger.key": self.ledger_key, "ledger.attempt": str(self.attempt)})
+        return tags
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for MLflow (NaN-free)."""

@@ -10,6 +10,7 @@ the next run to close when the tracking server is what failed.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import time
@@ -24,6 +25,8 @@ from mlflow.tracking import MlflowClient
 from rich.console import Console
 from rich.markup import escape
 
+from envs import EnvFamily
+from envs.datasets import DataPart
 from envs.errors import RunFault
 from experiments.config.experiment import ExperimentConfig
 from experiments.hardware import ResourcePlan, check_live_cluster
@@ -41,6 +44,7 @@ from experiments.storage.sweep_state import INTERRUPTED, PARTIAL, SweepState, sw
 from experiments.sweep.faults import EXIT_FAULT, bound_waits, tracking_unreachable, what_failed, write_chain
 from experiments.sweep.run_status import StatusFile
 from experiments.sweep.tuner import fit, make_tuner, restore_tuner
+from experiments.tracking.comparison_view import comparison_columns, save_view
 from experiments.tracking.pending_closures import PendingClosures
 from experiments.tracking.runs import (
     MlflowTrialCallback,
@@ -98,6 +102,11 @@ def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[s
         return {**values, **plan.as_params()}
 
     return params
+
+
+def _trial_data(family: EnvFamily, trial: Any) -> list[DataPart]:
+    """The parts of the data a trial reads (its own env_config: its fold, its coin)."""
+    return family.data_parts(dict(trial.config.get("env_config") or {}))
 
 
 def _open_parent(client: MlflowClient, exp: ExperimentConfig, experiment_id: str, tags: dict[str, str],
@@ -196,6 +205,9 @@ def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client:
                            started=previous.started)
     else:
         experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
+        save_view(client, experiment_id, comparison_columns(
+            [b.name for b in exp.family.baseline_table()], exp.family.comparison_columns, exp.tune.metric,
+            dict.fromkeys(params.search_keys.values()), verdict=exp.family.folds))
         parent_id, _ = _open_parent(client, exp, experiment_id, tags, plan, experiment_dir)
         # The parent run's id in the folder's name: two runs started in the same second get distinct folders.
         sweep = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}-{parent_id[:6]}"
@@ -213,7 +225,7 @@ def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client:
     else:
         tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
                                       _trial_params(exp, plan, params.search_keys), tags,
-                                      trial_tags(exp.family.tag_keys))
+                                      trial_tags(exp.family.tag_keys), functools.partial(_trial_data, exp.family))
         tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
                            [tracker, TrialProgress(console, params.search_keys, status=status_file)])
     results, interrupted = fit(tuner, out_dir / "tune.log", resuming=previous is not None)

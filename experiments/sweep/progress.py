@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from algos.system_metrics import NOTE_KEY as SYSTEM_NOTE_KEY
 from experiments.shell import terminal_console
 from experiments.sweep.run_status import StatusFile
 
@@ -32,6 +33,7 @@ class TrialProgress(Callback):
         self.is_live = console.is_terminal if live is None else live
         self.rows: dict[str, dict[str, str]] = {}
         self.last_line: dict[str, float] = {}  # trial id -> when its last plain line was printed
+        self.system_note_said = False  # what a trial's system metrics lack (no GPU metrics) is printed once
         self.started = time.monotonic()
         self.live = self._new_live()
 
@@ -99,6 +101,9 @@ class TrialProgress(Callback):
                               "steps/s": f"{steps / elapsed:,.0f}" if elapsed else ""})
         if time.monotonic() - self.last_line.get(trial.trial_id, -math.inf) >= PIPED_INTERVAL_S:
             self._line(row, "training")
+        if result.get(SYSTEM_NOTE_KEY) and not self.system_note_said:  # the same on every trial of a machine: once
+            self.system_note_said = True
+            self.console.print(f"system metrics: {result[SYSTEM_NOTE_KEY]}", markup=False, highlight=False)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._line(self._update(trial, status="TERMINATED"), "finished")

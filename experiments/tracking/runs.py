@@ -18,7 +18,11 @@ from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
+from algos.system_metrics import NOTE_KEY as SYSTEM_NOTE_KEY
+from envs.datasets import DataPart
 from experiments.shell import tool_command
+from experiments.tracking.comparison_view import VIEW_KEY
+from experiments.tracking.datasets import log_data_parts
 from experiments.tracking.store import prepare_store
 
 _BAD_KEY_CHARS = re.compile(r"[\[\]=,@]")
@@ -67,8 +71,11 @@ def without_secrets(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """Every finite number of a Tune result, as a metric name; not the trial's `config` that Tune puts in each
+    result (it is the run's params already; as ~80 flat metric lines it buried the learning curves in the UI's
+    chart view)."""
     metrics = {}
-    for key, value in flatten(result, sep="/").items():
+    for key, value in flatten({k: v for k, v in result.items() if k != "config"}, sep="/").items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if math.isfinite(value):
@@ -92,10 +99,12 @@ def open_experiment(client: MlflowClient, name: str, tracking_uri: str) -> str:
 
 
 def ui_url(server: str, experiment_id: str) -> str:
-    """The experiment's runs table in the MLflow UI. MLflow 3.17's UI ignores the experiment-kind tag while
-    its global GenAI / Model training switch is shown, and that switch starts on GenAI; the
-    `workflowType` parameter sets it."""
-    return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    """The experiment's runs table in the MLflow UI, on the sweep's saved view (its verdict and searched values as
+    columns, experiments/tracking/comparison_view.py). MLflow 3.17's UI ignores the experiment-kind tag while its
+    global GenAI / Model training switch is shown, and that switch starts on GenAI; the `workflowType` parameter
+    sets it."""
+    return (f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+            "&workflowType=machine_learning")
 
 
 def ui_lines(tracking_uri: str, runs: list[tuple[str, str]]) -> list[str]:
@@ -129,7 +138,11 @@ def log_params(client: MlflowClient, run_id: str, params: Mapping[str, Any]) -> 
 
 def log_metrics(client: MlflowClient, run_id: str, metrics: Mapping[str, float], step: int) -> None:
     stamp = int(time.time() * 1000)
-    items = [Metric(k, v, stamp, step) for k, v in metrics.items()]
+    log_metric_entities(client, run_id, [Metric(k, v, stamp, step) for k, v in metrics.items()])
+
+
+def log_metric_entities(client: MlflowClient, run_id: str, items: list[Metric]) -> None:
+    """Metrics of any steps, in as few calls as MLflow's batch limit allows."""
     for start in range(0, len(items), _BATCH):
         client.log_batch(run_id, metrics=items[start:start + _BATCH])
 
@@ -139,7 +152,8 @@ class MlflowTrialCallback(Callback):
 
     def __init__(self, tracking_uri: str, experiment_id: str, parent_run_id: str,
                  trial_params: Callable[[Any], dict[str, Any]], tags: Mapping[str, str],
-                 tagged_params: Mapping[str, str] = TRIAL_TAGS) -> None:
+                 tagged_params: Mapping[str, str] = TRIAL_TAGS,
+                 trial_data: Callable[[Any], list[DataPart]] | None = None) -> None:
         self.tracking_uri = tracking_uri
         self._client: MlflowClient | None = None
         self.experiment_id = experiment_id
@@ -147,6 +161,7 @@ class MlflowTrialCallback(Callback):
         self.trial_params = trial_params  # trial -> dict of params to log
         self.tags = dict(tags)
         self.tagged_params = dict(tagged_params)  # trial param -> tag name (trial_tags)
+        self.trial_data = trial_data  # trial -> the parts of the data it reads (dataset inputs)
         self.run_ids_by_trial: dict[str, str] = {}
         self.last_step: dict[str, int] = {}  # run id -> the last training iteration logged there
 
@@ -178,6 +193,9 @@ class MlflowTrialCallback(Callback):
                 run = self.client.create_run(self.experiment_id, run_name=str(trial), tags=tags)
                 run_id = run.info.run_id
                 log_params(self.client, run_id, params)
+                parts = self.trial_data(trial) if self.trial_data else []
+                for target in (run_id, self.parent_run_id):  # the parent holds every trial's parts, each once
+                    log_data_parts(self.client, target, parts)
             self.run_ids_by_trial[trial.trial_id] = run_id
         return self.run_ids_by_trial[trial.trial_id]
 
@@ -190,7 +208,9 @@ class MlflowTrialCallback(Callback):
         run_id, step = self._run_for(trial), int(result.get("training_iteration", 0))
         if step <= self.last_step.get(run_id, 0):
             return
-        log_metrics(self.client, run_id, numeric_metrics(result), step=step)
+        log_metrics(self.client, run_id, numeric_metrics(result), step=step)  # system/* too (algos/system_metrics)
+        if result.get(SYSTEM_NOTE_KEY):
+            self.client.set_tag(run_id, "system_metrics", str(result[SYSTEM_NOTE_KEY]))
         self.last_step[run_id] = step
 
     def _finish(self, trial: Any, status: str) -> None:

@@ -1,16 +1,24 @@
-"""The MLflow UI on a finished sweep's store, in a real headless Chromium driven by Selenium.
+"""The comparison a user makes in the MLflow UI, in a real headless Chromium driven by Selenium.
 
-Starts `mlflow server` on a free loopback port, opens the experiment's runs table, expands the sweep
-(parent run) and checks that the experiment and every run name are on the page, then opens the parent
-run and checks its out-of-sample `eval/*` metrics. Screenshots go to the test's tmp folder.
+Two `--smoke-test` sweeps of conf/dqn_btc.yaml in one experiment (the notebook's sweep, then the same with another
+feature set: the research loop's next hypothesis), served by `mlflow server` on a free loopback port. From the link a
+run prints: the sweeps with their verdicts and data as columns, a sweep expanded into its trials, the trials compared
+(parallel coordinates of the searched parameter and the validation metric), and their validation returns overlaid in
+the chart view. Screenshots of every step are saved on success too (docs/mlflow.md shows them: set
+MLFLOW_UI_SCREENSHOTS=docs/images/mlflow to write them there), and of the page that failed.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
+from tests.conftest import REPO
 from tests.integration.test_notebook import smoke_store
 from tests.servers import mlflow_server as mlflow_server_on
 
@@ -26,20 +34,35 @@ pytestmark = [
 # network refuses; --no-sandbox because tests run as root in CI.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1600,1000"]
-WAIT_S = 90
+                  "--window-size=2560,1000"]
+# The second sweep's hypothesis: the eight basic features plus RSI(14).
+OTHER_FEATURES = "environment.env_config.features=[basic, {ta: RSI, timeperiod: 14}]"
+SEARCHED = "training.n_step"  # conf/dqn_btc.yaml's search space (a smoke test samples one point per sweep)
+VALIDATION = "evaluation/env_runners/episode_return_mean"
+BASELINES = ("buy_and_hold", "flat", "sma_24_96")
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return smoke_store(tmp_path_factory)
+def two_sweeps(tmp_path_factory) -> tuple[str, str]:
+    """(tracking URI, experiment name) of a copy of the notebook's smoke store with a second sweep in it (the
+    notebook test reads the original, whose newest sweep must stay its own)."""
+    from experiments.run import main
+
+    uri, name, out = smoke_store(tmp_path_factory)
+    here = tmp_path_factory.mktemp("two_sweeps")
+    shutil.copy(out / "mlflow.db", here / "mlflow.db")
+    copy_uri = f"sqlite:///{here / 'mlflow.db'}"
+    code = main([str(REPO / "conf/dqn_btc.yaml"), "--smoke-test", "--no-dashboard", "--output", str(here),
+                 "--set", f"tracking.tracking_uri={copy_uri}", "--set", f"tracking.experiment_name={name}",
+                 "--set", OTHER_FEATURES])
+    assert code == 0, "the second smoke sweep failed"
+    return copy_uri, name
 
 
-@pytest.fixture
-def mlflow_server(store, tmp_path):
-    """Base URL of `mlflow server` on the smoke store; the server's process group is always stopped."""
-    uri, _, _ = store
-    with mlflow_server_on(uri, tmp_path / "mlflow_server.log") as url:
+@pytest.fixture(scope="module")
+def mlflow_server(two_sweeps, tmp_path_factory) -> Iterator[str]:
+    """Base URL of `mlflow server` on the two sweeps' store; the server's process group is always stopped."""
+    with mlflow_server_on(two_sweeps[0], tmp_path_factory.mktemp("ui_server") / "mlflow_server.log") as url:
         yield url
 
 
@@ -52,8 +75,7 @@ def browser(tmp_path):
     options.binary_location = str(CHROMIUM)
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
-    options.add_argument(f"--user-data-dir={profile}")
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-profile-', dir=tmp_path)}")
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
         yield driver
@@ -61,76 +83,80 @@ def browser(tmp_path):
         driver.quit()
 
 
-def _page_text(driver) -> str:
-    from selenium.webdriver.common.by import By
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    """Where the screenshots go: MLFLOW_UI_SCREENSHOTS (relative to the repository), else the test's tmp folder."""
+    folder = Path(os.environ.get("MLFLOW_UI_SCREENSHOTS") or tmp_path / "screenshots")
+    folder = folder if folder.is_absolute() else REPO / folder
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
-    return driver.find_element(By.TAG_NAME, "body").text
 
-
-def _wait_for_text(driver, needles: list[str], screenshot: Path) -> str:
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.support.ui import WebDriverWait
-
+@contextlib.contextmanager
+def step(driver, shots: Path, name: str) -> Iterator[None]:
+    """One step of the walk: its screenshot `<name>.png` when it passes, `<name>_failed.png` with the URL when not."""
     try:
-        WebDriverWait(driver, WAIT_S).until(lambda d: all(n in _page_text(d) for n in needles))
-    except TimeoutException:
-        driver.save_screenshot(str(screenshot))
-        missing = [n for n in needles if n not in _page_text(driver)]
-        pytest.fail(f"{missing} not on {driver.current_url} after {WAIT_S} s (screenshot {screenshot}); "
-                    f"page text:\n{_page_text(driver)[:2000]}")
-    return _page_text(driver)
+        yield
+    except Exception as error:
+        driver.save_screenshot(str(shots / f"{name}_failed.png"))
+        raise AssertionError(f"{name}: {type(error).__name__} on {driver.current_url} (screenshot "
+                             f"{shots / f'{name}_failed.png'})") from error
+    driver.save_screenshot(str(shots / f"{name}.png"))
 
 
-def _close_assistant_panel(driver) -> None:
-    """MLflow 3 opens an 'MLflow Assistant' side panel over part of the runs table."""
-    from selenium.webdriver.common.by import By
-
-    for button in driver.find_elements(By.CSS_SELECTOR, "button[data-component-id$='chat_panel.close']"):
-        button.click()
-
-
-def test_ui_shows_experiment_and_runs(store, mlflow_server, browser, tmp_path):
+def test_a_user_compares_two_sweeps_and_the_trials_of_one(two_sweeps, mlflow_server, browser, shots):
     from mlflow.tracking import MlflowClient
     from selenium.webdriver.common.by import By
 
-    uri, name, _ = store
+    from experiments.tracking.comparison_view import column
+    from experiments.tracking.runs import ui_lines
+    from tests.integration import mlflow_ui_pages as ui
+
+    uri, name = two_sweeps
     client = MlflowClient(uri)
-    experiment_id = client.get_experiment_by_name(name).experiment_id
-    runs = client.search_runs([experiment_id])
-    parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(children) == 2
-
-    browser.get(f"{mlflow_server}/#/experiments/{experiment_id}/runs")
-    _wait_for_text(browser, [name, parent.info.run_name], tmp_path / "runs_table_failed.png")
-    _close_assistant_panel(browser)
-    # Child runs are nested under their sweep: expand it with the button in the parent's row.
-    browser.find_element(By.CSS_SELECTOR, f"div[role='row'][row-id='{parent.info.run_id}'] "
-                                          "button[data-component-id*='runnamecellrenderer']").click()
-    text = _wait_for_text(browser, [r.info.run_name for r in children], tmp_path / "runs_table_failed.png")
-    assert name in text and f"{len(runs)} matching runs" in text
-    browser.save_screenshot(str(tmp_path / "mlflow_runs.png"))
-
-    browser.get(f"{mlflow_server}/#/experiments/{experiment_id}/runs/{parent.info.run_id}")
-    text = _wait_for_text(browser, [parent.info.run_name, "eval/sharpe", "eval/total_return"],
-                          tmp_path / "parent_run_failed.png")
-    browser.save_screenshot(str(tmp_path / "mlflow_parent_run.png"))
-    print(f"screenshots: {tmp_path / 'mlflow_runs.png'}, {tmp_path / 'mlflow_parent_run.png'}")
-
-
-def test_the_printed_link_opens_the_training_runs_not_the_genai_overview(store, mlflow_server, browser, tmp_path):
-    """MLflow 3 opens an experiment on its GenAI overview (traces, tokens). The experiment is tagged as
-    model training and the link the run prints lands on the runs table."""
-    from mlflow.tracking import MlflowClient
-
-    from experiments.tracking.runs import ui_url
-
-    uri, name, _ = store
-    experiment = MlflowClient(uri).get_experiment_by_name(name)
+    experiment = client.get_experiment_by_name(name)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
-    parent = next(r for r in MlflowClient(uri).search_runs([experiment.experiment_id])
-                  if r.data.tags.get("role") == "sweep")
-    browser.get(ui_url(mlflow_server, experiment.experiment_id))
-    text = _wait_for_text(browser, [parent.info.run_name, "matching runs"], tmp_path / "landing_failed.png")
-    assert "/runs" in browser.current_url and "Token Usage" not in text
-    browser.save_screenshot(str(tmp_path / "mlflow_landing.png"))
+    runs = client.search_runs([experiment.experiment_id])
+    parents = sorted((r for r in runs if r.data.tags.get("role") == "sweep"), key=lambda r: r.info.start_time)
+    children = {p.info.run_id: [r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
+                for p in parents}
+    assert len(parents) == 2 and all(len(c) == 2 for c in children.values())
+    newest = parents[-1].info.run_id
+    [link] = [line.split(": ", 1)[1] for line in ui_lines(mlflow_server, [("run", experiment.experiment_id)])]
+
+    with step(browser, shots, "1_sweeps_with_their_verdicts"):
+        ui.open_page(browser, link)
+        ui.wait_runs_table(browser, [p.info.run_id for p in parents])
+        assert "/runs" in browser.current_url and "Token Usage" not in browser.find_element(By.TAG_NAME, "body").text
+        # (no verdict/pbo: a smoke sweep scores one configuration, and PBO needs two; the UI shows no empty column)
+        verdict_columns = [column("metrics", "verdict/agent_sharpe_mean"),
+                           column("metrics", "verdict/attempt"),
+                           *(column("tags", f"verdict.{b}") for b in BASELINES),
+                           *(column("metrics", f"verdict/wins/{b}") for b in BASELINES),
+                           *(column("metrics", f"verdict/dsr/{b}") for b in BASELINES)]
+        assert set(verdict_columns) <= set(ui.column_header_keys(browser))  # the saved view the link opens
+        for parent in parents:
+            words = ui.cell_text(browser, parent.info.run_id, column("tags", "verdict.buy_and_hold"))
+            assert words == parent.data.tags["verdict.buy_and_hold"] and words in ("supported", "not_supported")
+        assert ui.dataset_names_in_table(browser) == ["BTC-USD_1h[test]", "BTC-USD_1h[train]",
+                                                      "BTC-USD_1h[validation]"]
+
+    with step(browser, shots, "2_a_sweep_expanded_into_its_trials"):
+        ui.expand_parent(browser, newest, children[newest])
+        assert column("params", SEARCHED) in ui.column_header_keys(browser)
+
+    with step(browser, shots, "3_trials_compared"):
+        ui.expand_parent(browser, parents[0].info.run_id, children[parents[0].info.run_id])
+        trials = [run_id for ids in children.values() for run_id in ids]
+        ui.select_runs(browser, trials)
+        ui.open_compare(browser, len(trials))
+        ui.parallel_coordinates_shows(browser, SEARCHED, VALIDATION)
+
+    with step(browser, shots, "4_validation_returns_overlaid"):
+        ui.open_page(browser, link)
+        ui.wait_runs_table(browser, [p.info.run_id for p in parents])
+        ui.expand_parent(browser, newest, children[newest])
+        ui.open_chart_view(browser)
+        charted, lines = ui.line_chart_runs(browser, VALIDATION, min_lines=2)
+        trial_names = {r.info.run_name for r in runs if r.info.run_id in children[newest]}
+        assert trial_names <= set(charted) and lines >= 2

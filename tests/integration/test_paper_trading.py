@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -96,6 +97,8 @@ def test_paper_replay_of_the_champions_test_window_is_its_backtest_to_the_last_d
     assert history[-1].value == backtest["eval/final_equity"]  # to the last digit
     assert paper.data.metrics["fills"] == backtest["eval/trades"]
     assert pd.Timestamp(history[0].step, unit="s", tz="UTC") == pd.Timestamp(version.tags["test_start"])
+    [replayed] = paper.inputs.dataset_inputs  # the bars it replayed, as the runs table's Dataset column shows
+    assert replayed.dataset.name == f"{Path(trained_on).stem}[paper]"
 
 
 def test_killed_paper_trading_resumes_without_a_fill_twice_or_missed_and_agrees_with_the_served_model(

@@ -147,3 +147,17 @@ def test_gpu_preset_on_a_cluster_without_gpus_fails_before_any_trial(tmp_path, c
     assert code == 2
     assert "needs 1 GPU per trial, the Ray cluster has 0 GPUs" in capsys.readouterr().err
     assert not list(tmp_path.glob("dqn_btc/tune/*"))  # no trial was started
+
+
+@pytest.mark.parametrize("conf", ["dqn_btc.yaml", "ppo_btc.yaml", "sac_pendulum.yaml"])
+def test_every_algorithm_samples_its_trials_system_metrics_unless_switched_off(conf):
+    """algos/system_metrics.py: the trial's own process samples at the configured interval; the switch removes it
+    and leaves the selection score's callback."""
+    from algos.system_metrics import attach_samples, start_sampling
+
+    _, _, on, _ = bundles_for("cpu", conf, ["tracking.system_metrics_interval_s=2.5"])
+    [sampling] = [c for c in on.callbacks_on_algorithm_init if c.func is start_sampling]
+    assert sampling.args == (2.5,) and attach_samples in on.callbacks_on_train_result
+    _, _, off, _ = bundles_for("cpu", conf, ["tracking.system_metrics=false"])
+    assert not off.callbacks_on_algorithm_init and attach_samples not in off.callbacks_on_train_result
+    assert [c.func.__name__ for c in off.callbacks_on_train_result] == ["copy_selection_score"]

@@ -240,3 +240,29 @@ def test_a_second_invocation_is_attempt_2_deflated_by_the_ledger(smoke_run, seco
     assert {"importance/importance.csv", "importance/importance.png"} <= importance
     assert "features that mattered (validation return drop when permuted" in stdout
     assert len(list((out / "features").glob("*.arrow"))) == 1
+
+
+def test_runs_carry_their_data_the_verdict_and_system_metrics(smoke_run):
+    """The MLflow UI's comparison surface (docs/mlflow.md): each trial's fold of the bars as dataset inputs (the
+    parent holds every fold's), the verdict as sortable metrics and filterable tags on the parent, and the trial's
+    own system metrics at every iteration."""
+    _, client, _ = smoke_run
+    runs = client.search_runs([client.get_experiment_by_name("smoke").experiment_id])
+    parent = min((r for r in runs if r.data.tags.get("role") == "sweep"), key=lambda r: r.info.start_time)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    for child in children:
+        inputs = child.inputs.dataset_inputs
+        assert sorted(i.dataset.name for i in inputs) == ["BTC-USD_1h[test]", "BTC-USD_1h[train]",
+                                                          "BTC-USD_1h[validation]"]
+        assert {t.key: t.value for t in inputs[0].tags}["fold"] == child.data.tags["fold"]
+        for name in ("system/cpu_utilization_percentage", "system/system_memory_usage_megabytes",
+                     "system/disk_usage_percentage"):
+            assert [m.step for m in client.get_metric_history(child.info.run_id, name)] == [1, 2], name
+        assert "nvidia-ml-py" in child.data.tags["system_metrics"] or "NVML" in child.data.tags["system_metrics"]
+    by_child = {(i.dataset.name, i.dataset.digest) for c in children for i in c.inputs.dataset_inputs}
+    assert {(i.dataset.name, i.dataset.digest) for i in parent.inputs.dataset_inputs} == by_child
+    assert len(by_child) == 6  # two folds: the same names, other rows
+    assert {parent.data.tags[f"verdict.{b}"] for b in ("buy_and_hold", "flat", "sma_24_96")} <= {
+        "supported", "not_supported"}
+    assert parent.data.tags["ledger.attempt"] == "1" and len(parent.data.tags["ledger.key"]) == 16
+    assert not any(k.startswith("system/") for k in parent.data.metrics)

@@ -66,6 +66,10 @@ def test_transfer_scores_an_unseen_history_zero_shot_and_online(registered, tmp_
     run_ = mlflow.MlflowClient(uri).search_runs(
         [mlflow.MlflowClient(uri).get_experiment_by_name(f"{model_uri.split('/')[1]}-transfer").experiment_id])[0]
     assert "recent_failures/paper_apfd" in run_.data.metrics
+    [scored] = run_.inputs.dataset_inputs  # the history it scored, and every strategy's NRPA per cycle
+    assert scored.dataset.name == "iofrol_head[transfer]"
+    steps = mlflow.MlflowClient(uri).get_metric_history(run_.info.run_id, "recent_failures/cycle_nrpa")
+    assert [m.step for m in steps] == list(range(1, len(steps) + 1)) and len(steps) > 20
 
 
 def test_transfer_refuses_a_file_in_an_unknown_format(registered, tmp_path, capsys):
@@ -75,3 +79,14 @@ def test_transfer_refuses_a_file_in_an_unknown_format(registered, tmp_path, caps
     assert transfer([model_uri, str(unknown), "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err
     assert "unrecognized header" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+
+def test_the_trials_show_each_history_they_read(registered):
+    """Dataset inputs in the MLflow runs table: every trial's pooled histories, part by part."""
+    uri, _, _ = registered
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("cross_smoke").experiment_id])
+    trial = next(r for r in runs if r.data.tags.get("mlflow.parentRunId"))
+    assert sorted(i.dataset.name for i in trial.inputs.dataset_inputs) == sorted(
+        f"{stem}[{part}]" for stem in ("Commons_codec", "Commons_imaging") for part in ("train", "validation", "test"))

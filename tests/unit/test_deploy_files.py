@@ -561,3 +561,11 @@ def test_cron_check_reads_ranges_steps_names_and_either_day_field():
     assert [d.isoweekday() for d in mondays] == [1] * 4 and {d.hour for d in mondays} == {3}
     either = list(cron_firings("0 0 1 * 1", days=31))  # January 2024: the 1st (a Monday) and Mondays
     assert [d.day for d in either] == [1, 8, 15, 22, 29]
+
+
+def test_the_gpu_job_records_gpu_metrics():
+    """The RayJob runs on a GPU node: it installs the `gpu` extra, so trials log GPU utilization and power."""
+    runtime_env = yaml.safe_load(rayjob()["spec"]["runtimeEnvYAML"])
+    installed = {canonicalize_name(Requirement(dep).name) for dep in runtime_env["pip"]["packages"]}
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    assert {canonicalize_name(Requirement(dep).name) for dep in extra} <= installed

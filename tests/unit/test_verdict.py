@@ -202,3 +202,14 @@ def test_participation_ratio_counts_independent_series_and_absorbs_copies():
     correlated = pd.DataFrame({"x": independent["a"], "y": r * independent["a"] + math.sqrt(1 - r * r) * independent["b"]})
     assert participation_ratio(correlated) == pytest.approx(2 / (1 + r * r), rel=0.02)
     assert participation_ratio(independent[["a"]]) == 1.0
+
+
+def test_the_verdict_gives_the_runs_table_words_to_filter_by():
+    """The parent run's tags: supported | not_supported per baseline, matching the verdict lines, and the ledger's
+    key and attempt when the run has a ledger."""
+    strong, noise = (build_verdict(_trials(drift, seed=seed), "max", periods_per_year=8760)
+                     for drift, seed in ((0.002, 0), (-0.0002, 1)))
+    assert strong.tags() == {"verdict.buy_and_hold": "supported", "verdict.flat": "supported"}
+    assert set(noise.tags().values()) == {"not_supported"}
+    noise.ledger_key, noise.attempt = "96da259eead97675", 3
+    assert noise.tags()["ledger.key"] == "96da259eead97675" and noise.tags()["ledger.attempt"] == "3"

@@ -1,0 +1,46 @@
+"""The data a run used, one part at a time, as the tracking store shows it (e.g. `BTC-USD_1h[train]`).
+
+Each env family that reads data says which parts of which files one env_config trains, selects and is scored on
+(`EnvFamily.datasets`); experiments log them as MLflow dataset inputs, so the runs table's Dataset column tells
+runs on different data apart. A part's digest names its content: the digest of the file's bytes (or of the
+generated data's parameters) and the part's row range, so two runs share a digest only when they read the same
+rows of the same data.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+# MLflow keeps one input per (name, digest) on a run and stores digests of at most 36 characters.
+DIGEST_CHARS = 32
+
+
+@dataclass(frozen=True)
+class DataPart:
+    """One part (train, validation or test) of one fold of one dataset."""
+
+    data: str       # the dataset's short name: a file's stem ("BTC-USD_1h"), or what generated it
+    part: str       # "train" | "validation" | "test"
+    digest: str     # part_digest(): the content's digest and the part's rows
+    source: str     # the file's path or URI; for generated data, how it was generated
+    rows: int       # rows of the part (bars, CI cycles)
+    first: str      # the part's first and last row, as people read them (a bar's time, a cycle's id)
+    last: str
+    fold: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.data}[{self.part}]"
+
+
+def part_digest(content_digest: str, start: int, end: int) -> str:
+    """The digest of rows [start, end) of data whose whole content has `content_digest`."""
+    return hashlib.sha256(f"{content_digest}:{start}:{end}".encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def whole_file(path: str, part: str, rows: int) -> DataPart:
+    """All of a local file as one part of `rows` rows (e.g. the cycles of a history a model is scored on after
+    training, `part` "transfer"): its digest is the file's."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:DIGEST_CHARS]
+    return DataPart(Path(path).stem, part, digest, str(Path(path).resolve()), rows, "", "")
