@@ -39,7 +39,7 @@ def _source_key(cfg: TradingConfig) -> tuple[tuple[str, Any], ...]:
     return tuple((name, getattr(cfg, name)) for name in fields)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)  # a sweep over 20 coins starts their trials interleaved with their folds
 def _bars(source: tuple[tuple[str, Any], ...]) -> pd.DataFrame:
     """Cached per source: a sweep asks once per trial, and the folds of one file share its bars."""
     return load_source_bars(TradingConfig.from_dict(dict(source)))

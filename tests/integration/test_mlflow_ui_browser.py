@@ -107,6 +107,7 @@ def step(driver, shots: Path, name: str) -> Iterator[None]:
 def test_a_user_compares_two_sweeps_and_the_trials_of_one(two_sweeps, mlflow_server, browser, shots):
     from mlflow.tracking import MlflowClient
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from experiments.tracking.comparison_view import column
     from experiments.tracking.runs import ui_lines
@@ -160,3 +161,9 @@ def test_a_user_compares_two_sweeps_and_the_trials_of_one(two_sweeps, mlflow_ser
         charted, lines = ui.line_chart_runs(browser, VALIDATION, min_lines=2)
         trial_names = {r.info.run_name for r in runs if r.info.run_id in children[newest]}
         assert trial_names <= set(charted) and lines >= 2
+
+    with step(browser, shots, "5_the_sweeps_own_page"):
+        ui.open_page(browser, f"{mlflow_server}/#/experiments/{experiment.experiment_id}/runs/{newest}")
+        WebDriverWait(browser, ui.WAIT_S).until(lambda d: all(
+            key in d.find_element(By.TAG_NAME, "body").text
+            for key in (parents[-1].info.run_name, "verdict/agent_sharpe_mean", "eval/sharpe")))
