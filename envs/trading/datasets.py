@@ -33,16 +33,20 @@ def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
 
 
 def _source_key(cfg: TradingConfig) -> tuple[tuple[str, Any], ...]:
-    """The fields that choose the bars (a config itself holds lists, so it cannot key a cache)."""
+    """The fields that choose the bars (a config itself holds lists, so it cannot key a cache), and a local file's
+    size and time: bars appended to it since (experiments.data update) are other bars."""
     fields = ("source", "data_path", "data_dir", "symbol", "timeframe", "synthetic_model", "synthetic_bars",
               "synthetic_seed")
-    return tuple((name, getattr(cfg, name)) for name in fields)
+    path = Path(bars_path(cfg)) if cfg.source != "synthetic" else None
+    stat = path.stat() if path is not None and path.is_file() else None
+    return (*((name, getattr(cfg, name)) for name in fields),
+            ("file", (stat.st_size, stat.st_mtime_ns) if stat else None))
 
 
 @functools.lru_cache(maxsize=32)  # a sweep over 20 coins starts their trials interleaved with their folds
 def _bars(source: tuple[tuple[str, Any], ...]) -> pd.DataFrame:
     """Cached per source: a sweep asks once per trial, and the folds of one file share its bars."""
-    return load_source_bars(TradingConfig.from_dict(dict(source)))
+    return load_source_bars(TradingConfig.from_dict({k: v for k, v in source if k != "file"}))
 
 
 def _label(cfg: TradingConfig) -> str:

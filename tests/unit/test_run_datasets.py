@@ -102,3 +102,16 @@ def test_a_fold_that_does_not_fit_is_refused_in_one_line(config):
 
     with pytest.raises(InputError, match="BTC-USD_1h: protocol"):
         _trading(**config)
+
+
+def test_bars_appended_to_a_file_are_other_bars(tmp_path):
+    """A process that reads a file again after `experiments.data update` appended to it sees the new content."""
+    path = tmp_path / "BTC-USD_1h.parquet"
+    bars = pd.read_parquet(BARS)
+    bars.iloc[:-500].to_parquet(path)
+    family = envs.family("trading/Spot-v0")
+    config = {"data_path": str(path), "timeframe": "1h"}
+    before = family.data_parts(config)
+    bars.to_parquet(path)
+    after = family.data_parts(config)
+    assert after[2].rows == before[2].rows + 75 and after[2].digest != before[2].digest  # 15% of 500 more bars
