@@ -39,8 +39,12 @@ def part_digest(content_digest: str, start: int, end: int) -> str:
     return hashlib.sha256(f"{content_digest}:{start}:{end}".encode()).hexdigest()[:DIGEST_CHARS]
 
 
+def file_digest(path: str | Path) -> str:
+    """The SHA-256 of a local file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def whole_file(path: str, part: str, rows: int) -> DataPart:
     """All of a local file as one part of `rows` rows (e.g. the cycles of a history a model is scored on after
     training, `part` "transfer"): its digest is the file's."""
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:DIGEST_CHARS]
-    return DataPart(Path(path).stem, part, digest, str(Path(path).resolve()), rows, "", "")
+    return DataPart(Path(path).stem, part, file_digest(path)[:DIGEST_CHARS], str(Path(path).resolve()), rows, "", "")

@@ -115,3 +115,14 @@ def test_bars_appended_to_a_file_are_other_bars(tmp_path):
     bars.to_parquet(path)
     after = family.data_parts(config)
     assert after[2].rows == before[2].rows + 75 and after[2].digest != before[2].digest  # 15% of 500 more bars
+
+
+def test_a_rewritten_ci_history_is_read_again(tmp_path):
+    history = tmp_path / "ci.csv"
+    lines = (REPO / "data/testprio/Commons_codec.csv").read_text().splitlines(keepends=True)
+    history.write_text("".join(lines[: len(lines) // 2]))
+    family = envs.family("agents/TestPrioritization-v0")
+    before = family.data_parts({"data_path": str(history)})
+    history.write_text("".join(lines))
+    after = family.data_parts({"data_path": str(history)})
+    assert after[-1].rows > before[-1].rows and after[0].digest != before[0].digest

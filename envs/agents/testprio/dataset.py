@@ -38,15 +38,15 @@ class PreparedData:
 def prepare(config: PrioritizationConfig) -> PreparedData:
     """The prepared data for a validated config (cached per process)."""
     if config.data_paths is not None:
-        identities = tuple(_identity(path, f"env_config.data_paths[{k}]") for k, path in enumerate(config.data_paths))
+        identities = tuple(file_identity(path, f"env_config.data_paths[{k}]") for k, path in enumerate(config.data_paths))
         return _prepare_pooled(identities, config.history_window, config.train_fraction, config.max_cycles,
                                config.validation_fraction, config.synthetic_histories)
-    identity = None if config.data_path is None else _identity(config.data_path, "env_config.data_path")
+    identity = None if config.data_path is None else file_identity(config.data_path, "env_config.data_path")
     return _prepare(identity, config.history_window, config.train_fraction, config.max_cycles,
                     config.validation_fraction, config.features)
 
 
-def _identity(data_path: str, key: str) -> tuple[str, int, int]:
+def file_identity(data_path: str, key: str) -> tuple[str, int, int]:
     """A file's identity for the cache: its resolved path, size and modification time."""
     path = Path(data_path).expanduser().resolve()
     if not path.is_file():

@@ -9,9 +9,9 @@ from typing import Any
 
 from envs.agents.testprio.config import parse_config
 from envs.agents.testprio.data import CIHistory, load_history
-from envs.agents.testprio.dataset import SYNTHETIC_SEED, time_split, validation_split
+from envs.agents.testprio.dataset import SYNTHETIC_SEED, file_identity, time_split, validation_split
 from envs.agents.testprio.synthetic import DEFAULT_SEED, generate_history
-from envs.datasets import DataPart, part_digest
+from envs.datasets import DataPart, file_digest, part_digest
 
 
 def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
@@ -22,8 +22,10 @@ def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
     else:
         sources = [config.data_path or f"synthetic:{DEFAULT_SEED}"]
     parts: list[DataPart] = []
-    for source in sources:
-        label, digest, history = _history(source)
+    for k, source in enumerate(sources):
+        synthetic = source.startswith("synthetic:")
+        key = f"env_config.data_paths[{k}]" if config.data_paths is not None else "env_config.data_path"
+        label, digest, history = _history(source if synthetic else file_identity(source, key))
         if config.max_cycles is not None:
             history = history.head(config.max_cycles)
         pre_test, test = time_split(history.n_cycles, config.train_fraction)
@@ -37,10 +39,11 @@ def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
 
 
 @functools.lru_cache(maxsize=16)
-def _history(source: str) -> tuple[str, str, CIHistory]:
-    """(label, content digest, history) of a CSV path or of `synthetic:<seed>`."""
-    if source.startswith("synthetic:"):
+def _history(source: str | tuple[str, int, int]) -> tuple[str, str, CIHistory]:
+    """(label, content digest, history) of `synthetic:<seed>` or of a CSV's identity (path, size, modification time,
+    as dataset.py's cache keys it: a history rewritten since is read again)."""
+    if isinstance(source, str):
         seed = int(source.removeprefix("synthetic:"))
         return f"synthetic-ci-{seed}", hashlib.sha256(source.encode()).hexdigest(), generate_history(seed=seed)
-    path = Path(source)
-    return path.stem, hashlib.sha256(path.read_bytes()).hexdigest(), load_history(path)
+    path = Path(source[0])
+    return path.stem, file_digest(path), load_history(path)
