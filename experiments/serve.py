@@ -21,7 +21,8 @@ from pathlib import Path
 
 from envs.errors import InputError
 from experiments.results.promotion import resolve_version
-from experiments.shell import runnable
+from experiments.plan.ports import pick_free_port, port_is_free
+from experiments.shell import exit_code
 from experiments.tracking.store import default_tracking_uri
 
 LOOPBACK = "127.0.0.1"
@@ -39,27 +40,42 @@ def serving_environment(tracking_uri: str) -> dict[str, str]:
             "MLFLOW_TRACKING_URI": tracking_uri, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
 
+def serving_port(host: str, port: int) -> int:
+    """The port the server will listen on: `port`, checked free before anything is printed (the server would
+    otherwise fail after its start line, with a traceback); 0 picks a free one."""
+    if port == 0:
+        return pick_free_port(host)
+    if not 0 < port < 65536:
+        raise InputError(f"--port {port}: not a TCP port: pick one in 1..65535, or 0 for a free one")
+    if not port_is_free(host, port):
+        raise InputError(f"--port {port}: another process listens on {host}:{port}: pick another port "
+                         "(--port 0 takes a free one)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help='a registered model, e.g. "models:/dqn_btc@champion" or models:/dqn_btc/3')
-    parser.add_argument("--port", type=int, default=5001)
+    parser.add_argument("--port", type=int, default=5001, help="default 5001; 0 picks a free port and prints it")
     parser.add_argument("--host", default=LOOPBACK, help="interface (default 127.0.0.1: this machine only)")
     parser.add_argument("--tracking-uri", default=None, help="default MLFLOW_TRACKING_URI, else ./mlruns")
     args = parser.parse_args(argv)
-    tracking_uri = args.tracking_uri or default_tracking_uri()
-    try:
-        from experiments.tracking.runs import make_client
+    return exit_code(lambda: serve(args))
 
-        version = resolve_version(make_client(tracking_uri), args.model)
-    except InputError as error:
-        print(f"error: {runnable(str(error))}", file=sys.stderr)
-        return 2
+
+def serve(args: argparse.Namespace) -> int:
+    """Check the port and the model, say where it is served, then hand this process to the MLflow server."""
+    port = serving_port(args.host, args.port)
+    tracking_uri = args.tracking_uri or default_tracking_uri()
+    from experiments.tracking.runs import make_client
+
+    version = resolve_version(make_client(tracking_uri), args.model)
     if args.host != LOOPBACK:
         print(f"warning: serving on {args.host}: anyone who can reach this machine can query the model", flush=True)
-    command = serve_command(args.model, args.host, args.port)
+    command = serve_command(args.model, args.host, port)
     print(f"serving {version.name} version {version.version} ({version.tags.get('inputs', 'observations')}) on "
-          f"http://{args.host}:{args.port}/invocations", flush=True)
+          f"http://{args.host}:{port}/invocations", flush=True)
     print(f"the same from a plain shell: PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH "
           f"MLFLOW_TRACKING_URI={shlex.quote(tracking_uri)} {shlex.join(command)}", flush=True)
     os.execvpe(command[0], command, serving_environment(tracking_uri))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,27 +18,41 @@ import pytest
 import requests
 
 from tests.conftest import REPO
-from tests.servers import free_port, stop_group, wait_healthy
+from tests.servers import stop_group, wait_healthy
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def served(operations_loop):
-    """`python -m experiments.serve models:/...@champion` started from a plain environment (no venv on PATH)."""
-    port = free_port()
+    """`python -m experiments.serve models:/...@champion --port 0` started from a plain environment (no venv on
+    PATH): it picks a free port and prints the URL it serves on, which is the one that answers."""
     log = operations_loop.root / "serve.log"
     env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
            "MLFLOW_TRACKING_URI": operations_loop.tracking_uri}
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "experiments.serve", f"models:/{operations_loop.model}@champion",
-                                 "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                 "--port", "0"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, log)
-        yield f"http://127.0.0.1:{port}", log
+        url = printed_url(log, proc)
+        wait_healthy(url, proc, log)
+        yield url, log
     finally:
         stop_group(proc)
+
+
+def printed_url(log: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
+    """The base URL of the `serving ... on http://HOST:PORT/invocations` line."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r" on (http://127\.0\.0\.1:[1-9][0-9]*)/invocations", log.read_text())
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    raise TimeoutError(f"serve printed no URL in {timeout} s:\n{log.read_text()[-3000:]}")
 
 
 def body(bars: pd.DataFrame) -> dict:
