@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from experiments.config.listing import is_listing
 from experiments.plan import numerics
 from experiments.plan.cluster import leftover_address_file, resolve_ray_target
 from experiments.plan.preflight import preflight
+from experiments.plan.run_clock import RunClock
 from experiments.shell import exit_code, terminal_console
 
 LOOPBACK = "127.0.0.1"
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None, console: Any) -> int:
     """Check the experiment, then dry-run it, run a listing side by side, or run it."""
     args = parse_args(argv)
-    args.started = time.monotonic()  # the run's wall time is checked against the plan's estimate
+    args.clock = RunClock()  # the run's wall time is checked against the plan's estimate, with the machine's load
     if numerics.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
         numerics.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
     if is_listing(args.conf):  # a file that lists experiment files runs them side by side

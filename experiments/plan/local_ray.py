@@ -17,6 +17,7 @@ A cluster we join is not ours to change: none of this applies to it.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import stat
@@ -66,6 +67,8 @@ def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> 
     if target.note:
         console.print(target.note, markup=False, highlight=False)
     if not target.starts_local:
+        if target.token:
+            send_token()
         # Workers on a cluster we join do not inherit our environment: --cross-cpu's pins travel with the job.
         pins = {"env_vars": numerics.pinned_environment()} if numerics.is_pinned() else None
         context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False, runtime_env=pins)
@@ -93,6 +96,22 @@ def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> 
     make_private(context.address_info.get("session_dir"))
     print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
     return True
+
+
+def send_token() -> None:
+    """Token auth on for this driver when this user has a token and RAY_AUTH_MODE is unset, as `ray.init()` does
+    for a cluster it finds itself: we pass it the address we checked, for which Ray would not. (Measured: with
+    ~/.ray/auth_token present, a `ray start` cluster has token auth, and `ray.init(address=...)` retried
+    UNAUTHENTICATED and failed.) Ray's warning that token auth is on is not printed: the cluster chose it."""
+    from ray._private.authentication import authentication_token_setup
+
+    logger = logging.getLogger(authentication_token_setup.__name__)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        authentication_token_setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        logger.setLevel(level)
 
 
 def moved_note(url: str | None, asked_port: int | None) -> str:

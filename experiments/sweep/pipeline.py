@@ -41,7 +41,14 @@ from experiments.storage.resume_check import check_resumable
 from experiments.storage.sweep_state import FAILED as SWEEP_FAILED
 from experiments.storage.sweep_state import FINISHED as SWEEP_FINISHED
 from experiments.storage.sweep_state import INTERRUPTED, PARTIAL, SweepState, sweep_to_resume
-from experiments.sweep.faults import EXIT_FAULT, bound_waits, tracking_unreachable, what_failed, write_chain
+from experiments.sweep.faults import (
+    EXIT_FAULT,
+    ClusterWatch,
+    bound_waits,
+    tracking_unreachable,
+    what_failed,
+    write_chain,
+)
 from experiments.sweep.run_status import StatusFile
 from experiments.sweep.tuner import fit, make_tuner, restore_tuner
 from experiments.tracking.comparison_view import comparison_columns, save_view
@@ -70,12 +77,14 @@ def run_user() -> str:
 
 
 def rerun_command(args: argparse.Namespace, resume: bool) -> str:
-    """The command that resumes this run's sweep (or starts it over): the same file, settings and storage."""
+    """The command that resumes this run's sweep (or starts it over): the same file, settings, storage and cluster
+    (--address; RAY_ADDRESS stays in the environment)."""
     words = [python_command(), "-m", "experiments.run", str(args.conf)]
     words += ["--smoke-test"] if args.smoke_test else []
     for override in args.overrides:
         words += ["--set", override]
-    for flag, value in (("--hardware", args.hardware), ("--storage", args.storage)):
+    for flag, value in (("--hardware", args.hardware), ("--storage", args.storage),
+                        ("--address", getattr(args, "address", None))):
         words += [flag, value] if value else []
     words += ["--output", str(args.output)] if args.output != Path("runs") else []
     return shlex.join(words + (["--resume"] if resume else []))
@@ -157,6 +166,9 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
     client = make_client(tracking_uri)
     closures = PendingClosures(experiment_dir)
     ending = Ending()
+    # A joined cluster that goes away mid-run ends it in one line (docs/faults.md), like the other faults.
+    watch = ClusterWatch(ray_target, functools.partial(_cluster_lost, console, args, client, ending, closures,
+                                                       storage, exp.name))
     started_ray = False
     try:
         for line in closures.apply(client, tracking_uri):
@@ -164,6 +176,7 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
         if previous:
             check_resumable(storage, previous.tune_dir, rerun_command(args, resume=False))
         keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, console.print)
+        watch.start()
         started_ray = start_ray(ray_target, args, console)
         return _sweep(checked, args, console, client, tracking_uri, previous, experiment_dir, status_file, ending)
     except KeyboardInterrupt:
@@ -176,6 +189,7 @@ def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Names
         ending.tracking_down = tracking_unreachable(error, tracking_uri)
         return _ended_by_fault(error, tracking_uri, storage, args, console, experiment_dir)
     finally:
+        watch.stop()
         if ending.state is not None:
             _close(client, ending.state, ending, closures, storage, exp.name, console)
         if started_ray:
@@ -250,10 +264,10 @@ def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client:
     status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
                        verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
     ending.mlflow, ending.sweep = FINISHED, (PARTIAL if partial else SWEEP_FINISHED)
-    if hasattr(args, "started"):
-        console.print(f"took {duration(time.monotonic() - args.started)}, estimated {checked.estimate.short()} "
-                      f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)", markup=False,
-                      highlight=False)
+    if hasattr(args, "clock"):
+        console.print(f"took {duration(args.clock.elapsed())}, estimated {checked.estimate.short()} "
+                      f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)"
+                      f"{args.clock.busy_note()}", markup=False, highlight=False)
     name = exp.tracking.experiment_name or exp.name
     for line in ui_lines(tracking_uri, [(f"MLflow run {state.parent_run_id} in experiment '{name}'",
                                          state.experiment_id)]):
@@ -276,6 +290,15 @@ def _ended_by_fault(error: Exception, tracking_uri: str, storage: Storage, args:
         raise error
     print_fault(console, line, write_chain(error, experiment_dir), rerun_command(args, resume=True))
     return EXIT_FAULT
+
+
+def _cluster_lost(console: Console, args: argparse.Namespace, client: MlflowClient, ending: Ending,
+                  closures: PendingClosures, storage: Storage, name: str, line: str) -> None:
+    """The run's end when the cluster it joined went away, said from the cluster watch's thread (the main thread
+    is stuck in Ray by then): the line, the way back, and its MLflow runs and sweep state closed as failed."""
+    print_fault(console, line, None, rerun_command(args, resume=True) if ending.state else None)
+    if ending.state is not None:
+        _close(client, ending.state, ending, closures, storage, name, console)
 
 
 def print_fault(console: Console, line: str, log: Path | None, resume: str | None) -> None:
