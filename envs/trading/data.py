@@ -1,14 +1,15 @@
 """OHLCV bars: import common CSV exports, validate, store and load as parquet.
 
 A bar table has a UTC `DatetimeIndex` named `timestamp` and float columns
-open/high/low/close/volume. Everything that reads market data goes through
-`validate_bars`, so a NaN, a negative price, a duplicated timestamp or a gap is
-reported with the file name and the fix instead of silently skewing a backtest.
+open/high/low/close/volume (a file indexed in another zone is converted to UTC on load, and says so).
+Everything that reads market data goes through `validate_bars`, so a NaN, a negative price, a duplicated
+timestamp or a gap is reported with the file name and the fix instead of silently skewing a backtest.
 """
 from __future__ import annotations
 
 import hashlib
 import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,8 @@ TIMEFRAMES: dict[str, pd.Timedelta] = {
     "1d": pd.Timedelta(days=1),
 }
 GAP_POLICIES = ("error", "ffill", "drop")
+_SAID: set[tuple[str, str]] = set()  # (file, note) already printed by this process
+GAPS_KEPT = "drop"  # the policy that keeps holes: the file records it, and every reader steps over them
 
 
 def timeframe_delta(timeframe: str) -> pd.Timedelta:
@@ -175,15 +178,38 @@ def resample_bars(frame: pd.DataFrame, timeframe: str, base_timeframe: str) -> p
     return higher
 
 
+def zone_note(index: pd.DatetimeIndex) -> str:
+    """The note that stamps in another zone than UTC are converted to UTC ('' for UTC or naive stamps, read as
+    UTC): bars open on the UTC grid and daily blocks start at 00:00 UTC, so New York stamps kept as such would
+    shift every daily row by five hours."""
+    if index.tz is None or str(index.tz) == "UTC":
+        return ""
+    return f"timestamps in {index.tz} converted to UTC"
+
+
+def _say_once(source: str, note: str) -> None:
+    """Print a load-time note on stderr, once per file per process: bars have no other channel for notes, and
+    every env copy of a run validates the same file."""
+    if (source, note) not in _SAID:
+        _SAID.add((source, note))
+        print(f"{source}: {note}", file=sys.stderr)
+
+
 def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
                   allow_gaps: bool = False) -> pd.DataFrame:
-    """Check the invariants every consumer relies on; return the bars as float64 columns."""
+    """Check the invariants every consumer relies on; return the bars as float64 columns, indexed in UTC (stamps
+    of another zone are converted, and that is said once per `source`)."""
     missing = [c for c in BAR_COLUMNS if c not in bars.columns]
     if missing:
         raise InputError(f"{source}: missing column(s) {', '.join(missing)}: re-import with "
                          "python -m experiments.data import")
-    if not isinstance(bars.index, pd.DatetimeIndex) or bars.index.tz is None:
+    if not isinstance(bars.index, pd.DatetimeIndex):
         raise InputError(f"{source}: the index must be UTC timestamps: re-import with python -m experiments.data import")
+    if bars.index.tz is None:  # naive stamps are read as UTC, as everywhere else (CSV exports, outside series)
+        bars = bars.tz_localize("UTC")
+    if note := zone_note(bars.index):  # the same instants, on the UTC grid every block and stamp check assumes
+        _say_once(source, note)
+        bars = bars.tz_convert("UTC")
     if len(bars) < 2:
         raise InputError(f"{source}: only {len(bars)} bar(s): the environment needs a price history")
     if not bars.index.is_monotonic_increasing or bars.index.has_duplicates:
@@ -262,6 +288,21 @@ def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def values_digest(bars: pd.DataFrame, rows: list[tuple[int, int]]) -> str:
+    """The digest of what a verdict judges: the bars' values on the row ranges [start, stop) of `rows` (every test
+    window), as timestamps in int64 nanoseconds since the epoch (UTC) and the OHLCV columns as little-endian float64,
+    in BAR_COLUMNS order. A file's bytes change when the same bars are saved again (another writer, compression or
+    metadata) or when bars outside the windows are added or dropped; these values do not, so the trials ledger, keyed
+    on them, cannot be escaped that way."""
+    picked = np.concatenate([np.arange(start, stop) for start, stop in rows]) if rows else np.arange(0)
+    stamps = pd.DatetimeIndex(bars.index[picked]).tz_convert("UTC").as_unit("ns").asi8.astype("<i8")
+    values = np.ascontiguousarray(bars.loc[:, list(BAR_COLUMNS)].to_numpy(dtype=np.float64)[picked], dtype="<f8")
+    digest = hashlib.sha256(b"timestamp_ns,open,high,low,close,volume\n")
+    digest.update(stamps.tobytes())
+    digest.update(values.tobytes())
+    return digest.hexdigest()
+
+
 def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
     """Load and validate a bars parquet written by `save_bars` (or any OHLCV parquet), from a local path
     or an s3:// URI. The bytes' digest is kept in `attrs["digest"]`: caches and the trials ledger are keyed
@@ -276,7 +317,9 @@ def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}): re-import it") from None
     if "timestamp" in bars.columns:
-        bars = bars.set_index(pd.DatetimeIndex(pd.to_datetime(bars.pop("timestamp"), utc=True)))
+        stamps = bars.pop("timestamp")  # a zone-aware column keeps its zone, for validate_bars to convert and say
+        bars = bars.set_index(pd.DatetimeIndex(stamps if isinstance(stamps.dtype, pd.DatetimeTZDtype)
+                                               else pd.to_datetime(stamps, utc=True)))
     declared = bars.attrs.get("timeframe")
     if timeframe and declared and timeframe != declared:
         raise InputError(f"{path}: holds {declared} bars (file metadata) but timeframe {timeframe!r} was asked for: "

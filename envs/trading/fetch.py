@@ -30,6 +30,7 @@ from envs.trading.data import (
     timeframe_delta,
     validate_bars,
 )
+from envs.trading.symbols import USD_QUOTES
 
 DEFAULT_EXCHANGE = "binance"
 DEFAULT_DATA_DIR = Path("data") / "raw"
@@ -37,7 +38,6 @@ DEFAULT_MAX_BARS = 20_000  # when no --since: about 2.3 years of 1h bars, ending
 PAGE_LIMIT = 1000          # bars per request (Binance's maximum; ccxt caps it per exchange)
 TIMEOUT_MS = 15_000
 # Quotes tried, in order, for a symbol written against USD (BTC-USD): exchanges list USD, stablecoins or both.
-USD_QUOTES = ("USD", "USDT", "USDC", "FDUSD", "BUSD")
 
 
 @dataclass

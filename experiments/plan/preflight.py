@@ -199,6 +199,14 @@ def plan_resources(exp: ExperimentConfig, preset: HardwarePreset, reason: str) -
     return plan, budget, lines
 
 
+def named_in(conf: Path, error: InputError) -> InputError:
+    """A refusal that starts with a key of the experiment (`environment.env_config.features: ...`, raised where the
+    data is read) names the experiment file too, as the file's validation does; one naming a data file is kept."""
+    message = str(error)
+    section = message.split(":", 1)[0].split(".", 1)[0]
+    return InputError(f"{conf}: {message}") if section in ExperimentConfig.model_fields else error
+
+
 def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: str | None, output: Path,
               fetch: bool, console: Console, hardware: str | None = None,
               preset: tuple[HardwarePreset, str] | None = None) -> Checked:
@@ -211,7 +219,10 @@ def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: s
     check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
     exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))
     missing = prepare_data(exp, fetch=fetch, log=console.print)
-    periods = check_environment(exp, construct=not missing)
+    try:
+        periods = check_environment(exp, construct=not missing)
+    except InputError as error:
+        raise named_in(conf, error) from None
     chosen, reason = preset or select_preset(hardware, os.environ, exp.hardware)
     plan, budget, lines = plan_resources(exp, chosen, reason)
     from experiments.sweep.tuner import check_buildable

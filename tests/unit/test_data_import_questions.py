@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from envs.errors import InputError
-from envs.trading.csv_import import canonical_symbol, import_csv
+from envs.trading.csv_import import import_csv
 from envs.trading.data import load_bars
 from envs.trading.env import SpotTradingEnv
+from envs.trading.symbols import canonical_symbol
 from tests.conftest import REPO, random_walk_bars
 
 HEADER = "timestamp,open,high,low,close,volume\n"

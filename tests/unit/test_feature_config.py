@@ -116,3 +116,17 @@ def test_importance_is_the_validation_return_lost_when_one_feature_is_permuted()
 def test_every_hypothesis_of_the_study_dry_runs(conf, tmp_path, capsys):
     assert main([str(conf), "--dry-run", "--output", str(tmp_path)]) == 0
     assert "features:" in capsys.readouterr().out
+
+
+def test_a_refusal_found_in_the_data_names_the_experiment_file_and_the_block_not_a_shifted_index(capsys, tmp_path):
+    """A series that ends long before the bars is found only when the data is read: the line names the experiment
+    file and the key as the file's validation does, and the block by its kind and file (an index would count the
+    items `basic` expands into: it said features[8] for the list's second item)."""
+    short = tmp_path / "sp_short.csv"
+    short.write_text("\n".join((REPO / "data" / "outside" / "SP500_1d.csv").read_text().splitlines()[:400]) + "\n")
+    features = f"[basic, {{series: {short}, lag: 1d, features: [log_return]}}]"
+    code, stdout, stderr, out = dry_run(capsys, tmp_path, features)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and not out.exists()
+    assert stderr.startswith(f"error: {CONF}: environment.env_config.features: series: {short}'s last value is "
+                             "published at"), stderr
+    assert "[" not in stderr.split("'s last value")[0]

@@ -99,8 +99,9 @@ def _columns(items: tuple[Item, ...], frame: pd.DataFrame, timeframe: str, where
              notes: list[str]) -> list[_Column]:
     out: list[_Column] = []
     market: dict[str, np.ndarray] = {}  # the frame's columns as arrays, made once for all its TA-Lib features
-    for index, item in enumerate(items):
-        at = f"{where}[{index}]"
+    # A block's refusal names it by kind and source, not by an index: sets such as `basic` expand into several items,
+    # so an item's index here is not its index in the experiment file's list.
+    for item in items:
         if isinstance(item, TransformFeature):
             label = prefix + item.label
             out.append(_Column(label, label, compute_transform(item.name, dict(item.params), frame), item.first_valid))
@@ -110,8 +111,14 @@ def _columns(items: tuple[Item, ...], frame: pd.DataFrame, timeframe: str, where
             out += [_Column(prefix + name, label, values, item.first_valid)
                     for name, values in zip(item.columns(), item.compute(market))]
         else:
-            out += BLOCKS[item.kind](item, frame, timeframe, at, prefix, notes)
+            out += BLOCKS[item.kind](item, frame, timeframe, where, prefix, notes)
     return out
+
+
+def _stamps(index: pd.DatetimeIndex) -> np.ndarray:
+    """Int64 nanoseconds since the epoch. Pandas 3 keeps each file's unit (`ns` from an epoch-nanosecond CSV, `us`
+    from the bundled parquets), so the raw stamps of two indexes compare only once in one unit."""
+    return index.as_unit("ns").asi8
 
 
 def _align(child: list[_Column], visible: np.ndarray, base_times: np.ndarray) -> list[_Column]:
@@ -136,15 +143,22 @@ def _before_start(columns: list[_Column], block: Block) -> list[_Column]:
     return columns
 
 
+def _block_columns(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
+                   notes: list[str]) -> list[_Column]:
+    """A block's own features, on its bars (`frame`): named after it, and its refusals naming it by kind and source."""
+    return _columns(block.children, frame, timeframe, f"{at}: {block.kind}: {block.source}", f"{prefix}{block.label}:",
+                    notes)
+
+
 def _resample(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
               notes: list[str]) -> list[_Column]:
     check_coarser(block.source, timeframe, f"{at}: resample")
     if "open" not in frame.columns:
         raise InputError(f"{at}: resample: only bars can be resampled, not an outside series")
     higher = resample_bars(frame, block.source, timeframe)
-    child = _columns(block.children, higher, block.source, f"{at}.features", f"{prefix}{block.label}:", notes)
-    close_times = (higher.index + timeframe_delta(block.source)).asi8
-    return _before_start(_align(child, close_times, frame.index.asi8), block)
+    child = _block_columns(block, higher, block.source, at, prefix, notes)
+    close_times = _stamps(higher.index + timeframe_delta(block.source))
+    return _before_start(_align(child, close_times, _stamps(frame.index)), block)
 
 
 def _asset(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: str,
@@ -160,9 +174,10 @@ def _asset(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: s
     if other.index[-1] < frame.index[-1]:
         raise InputError(f"{at}: asset: {block.source} ends at {other.index[-1]}, before the data's last bar "
                          f"{frame.index[-1]}: use a file that covers the data's range")
-    child = _columns(block.children, other, timeframe, f"{at}.features", f"{prefix}{block.label}:", notes)
-    columns = _align(child, other.index.asi8, frame.index.asi8)
-    absent = ~np.isin(frame.index.asi8, other.index.asi8) & (frame.index.asi8 >= other.index.asi8[0])
+    child = _block_columns(block, other, timeframe, at, prefix, notes)
+    own, base = _stamps(other.index), _stamps(frame.index)
+    columns = _align(child, own, base)
+    absent = ~np.isin(base, own) & (base >= own[0])
     policy = block.option("missing", "ffill")
     if absent.any() and policy == "error":
         raise InputError(f"{at}: asset: {block.source} has no bar at {frame.index[np.argmax(absent)]} "
@@ -185,8 +200,8 @@ def _series(block: Block, frame: pd.DataFrame, timeframe: str, at: str, prefix: 
     if published[-1] + 3 * spacing < frame.index[-1]:
         raise InputError(f"{at}: series: {block.source}'s last value is published at {published[-1]}, long before "
                          f"the data's last bar {frame.index[-1]}: extend the series, or cut the data")
-    child = _columns(block.children, series.frame, timeframe, f"{at}.features", f"{prefix}{block.label}:", notes)
-    return _before_start(_align(child, published.asi8, frame.index.asi8), block)
+    child = _block_columns(block, series.frame, timeframe, at, prefix, notes)
+    return _before_start(_align(child, _stamps(published), _stamps(frame.index)), block)
 
 
 BLOCKS: dict[str, Callable[..., list[_Column]]] = {"resample": _resample, "asset": _asset, "series": _series}

@@ -2,10 +2,10 @@
 
 A series is validated on load like bars are: a time column (or a parquet's time index) of dates or epoch
 numbers (seconds, milliseconds, microseconds or nanoseconds, told apart by their size), UTC (naive stamps
-are read as UTC), sorted oldest first (a newest-first export is turned around), no two values at one time
-(exact repeats are dropped and counted), finite numbers, and a declared NaN policy (`nan: error | drop |
-ffill`). The value comes back as a one-column frame named `close`, so transforms and TA-Lib functions of one
-price apply to it.
+are read as UTC; a parquet's stamps in another zone are converted, and the note says so), sorted oldest
+first (a newest-first export is turned around), no two values at one time (exact repeats are dropped and
+counted), finite numbers, and a declared NaN policy (`nan: error | drop | ffill`). The value comes back as a
+one-column frame named `close`, so transforms and TA-Lib functions of one price apply to it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pandas as pd
 
 from envs.errors import InputError
 from envs.trading.csv_import import parse_times
-from envs.trading.data import read_bytes
+from envs.trading.data import read_bytes, zone_note
 
 TIME_COLUMNS = ("timestamp", "time", "date", "datetime", "Date", "Timestamp", "Time", "Datetime")
 
@@ -64,9 +64,11 @@ def load_series(source: str, column: str | None, nan: str, where: str) -> Series
     values = pd.to_numeric(frame[column], errors="coerce")
     if values.isna().all():
         raise InputError(f"{source}: column {column!r} holds no numbers")
-    index = parse_times(frame[time_column], source, time_column)
+    stamps = frame[time_column]
+    index = parse_times(stamps, source, time_column)  # the same instants in UTC, whatever zone a parquet has
+    zone = zone_note(pd.DatetimeIndex(stamps)) if isinstance(stamps.dtype, pd.DatetimeTZDtype) else ""
     series = pd.Series(values.to_numpy(dtype=np.float64), index=index, name="close")
-    notes = []
+    notes = [zone] if zone else []
     if len(series) > 1 and index.is_monotonic_decreasing and not index.is_monotonic_increasing:
         series = series.iloc[::-1]
         notes.append("newest first in the file: turned around")
