@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.bars_file import BarsFile
+from envs.trading.data import GAPS_KEPT
 from experiments.shell import exit_code
 from experiments.tracking.store import default_tracking_uri
 
@@ -41,7 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.paper", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help='a registered model, e.g. "models:/dqn_btc@champion"')
-    parser.add_argument("--bars", required=True, help="bars parquet or CSV (the one `experiments.data update` appends to)")
+    parser.add_argument("--bars", required=True,
+                        help="bars parquet (the one `experiments.data update` appends to) or CSV export (read "
+                             "through the importer's checks; with --follow only its appended rows)")
     parser.add_argument("--start", help="first bar to trade (default: the first bar after the model's data ended)")
     parser.add_argument("--follow", action="store_true", help="keep polling --bars (or --exchange) for new bars")
     parser.add_argument("--exchange", help="with --follow: fetch new bars from this ccxt exchange into --bars")
@@ -118,10 +122,24 @@ class PaperTrader:
             why = self.reader.refusal if self.reader and self.reader.refusal else "its env has no bars"
             raise InputError(f"{args.model}: {why}: paper trading needs a model that reads bars")
         self.decide = self._http_decider(args.serve_url) if args.serve_url else self._local_decider()
+        self.bars_file = BarsFile(str(args.bars), self.reader.symbol, self.reader.timeframe, follow=args.follow)
+
+    def _asked(self, bars: pd.DataFrame, held: float) -> pd.DataFrame:
+        """What the model is given: the last bars, the held position and, for a file that records its holes
+        (imported with --gaps drop), a gaps column saying so: the model then steps over them as the env did."""
+        extra: dict[str, Any] = {"position": held}
+        if bars.attrs.get("gaps") == GAPS_KEPT:
+            extra["gaps"] = GAPS_KEPT
+        return bars.assign(**extra)
 
     def _local_decider(self) -> Callable[[pd.DataFrame, float], float]:
+        from mlflow.exceptions import MlflowException
+
         def decide(bars: pd.DataFrame, held: float) -> float:
-            return float(self.model.predict(bars.assign(position=held))["target_position"].iloc[0])
+            try:
+                return float(self.model.predict(self._asked(bars, held))["target_position"].iloc[0])
+            except MlflowException as error:  # the model's one line on what does not fit it
+                raise InputError(f"{self.args.model} on {self.args.bars}: {error.message}") from None
         return decide
 
     def _http_decider(self, url: str) -> Callable[[pd.DataFrame, float], float]:
@@ -130,7 +148,7 @@ class PaperTrader:
         endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/invocations") else "/invocations")
 
         def decide(bars: pd.DataFrame, held: float) -> float:
-            frame = bars.assign(position=held).reset_index()
+            frame = self._asked(bars, held).reset_index()
             frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
             body = {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
             try:
@@ -167,21 +185,22 @@ class PaperTrader:
         except KeyboardInterrupt:
             self.client.set_terminated(run_id, status="KILLED")  # resumed, it is RUNNING again
             raise
+        except Exception:
+            self.client.set_terminated(run_id, status="FAILED")  # not left RUNNING; --resume continues from its state
+            raise
         self.client.set_terminated(run_id)
         print(f"equity {book.equity:.4f} (started at 1), {book.ledger.trades} fills, {1 - book.equity / book.peak:.2%} "
               f"below its peak, last bar {book.last_bar}", flush=True)
         return 0
 
     def _bars(self) -> pd.DataFrame:
-        from envs.trading.data import load_bars
-
         if self.args.exchange:  # appended to --bars as `experiments.data update --fetch` does; a failure waits a poll
             from experiments.data import main as data_main
 
             if data_main(["update", str(self.args.bars), "--fetch", self.args.exchange]) != 0:
                 print(f"no new bars from {self.args.exchange} this time; trying again in {self.args.poll_seconds:g} s",
                       flush=True)
-        return load_bars(self.args.bars)
+        return self.bars_file.read()
 
     def _session(self) -> tuple[str, dict[str, Any] | None]:
         """The run of this model on these bars (resumed with its last state), or a new one."""

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from envs.trading.data import timeframe_delta
+from envs.trading.data import GAPS_KEPT, timeframe_delta
 from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
 from envs.trading.features.spec import parse_features_json
 from envs.trading.positions import (
@@ -66,6 +66,10 @@ class BarReader:
     mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
     std: np.ndarray = field(default_factory=lambda: np.ones(0))
     refusal: str = ""                    # why bars alone cannot give this policy's observation ("" when they can)
+    # The gap policy of the bars it was trained on: "drop" (holes kept on purpose, as equity bars have them) lets it
+    # read bars with holes, stepped over as the env steps over them. Bars whose `gaps` column says "drop" (paper
+    # trading on a file imported with --gaps drop) are read so too.
+    gaps: str = "ffill"
 
     @classmethod
     def for_env_config(cls, env_config: dict[str, Any]) -> "BarReader":
@@ -81,7 +85,7 @@ class BarReader:
                   "position_mode": "continuous" if is_continuous(cfg.positions) else "discrete",
                   "symbol": market.symbol, "decision_interval": cfg.decision_interval, "fee_bps": cfg.fee_bps,
                   "slippage_bps": cfg.slippage_bps, "maintenance_margin": cfg.maintenance_margin,
-                  "min_trade": cfg.min_trade, "data_start": _iso(stamps[0]),
+                  "min_trade": cfg.min_trade, "gaps": market.gaps, "data_start": _iso(stamps[0]),
                   "data_end": _iso(stamps[-1]), "test_start": _iso(stamps[test_lo]), "test_end": _iso(stamps[test_hi - 1])}
         if needed is None:
             return cls(**common, refusal=f"its features read another series than the bars ({other}): predict "
@@ -99,9 +103,10 @@ class BarReader:
         return self.feature_bars + self.window - 1
 
     def describe(self) -> str:
-        """One line for the model's description and the serving command's output."""
+        """What the model takes, as a clause whose subject is the model ("it reads ...", "it takes ..."): the
+        registration line, the model's description, its `inputs` tag and the serving command's line."""
         if self.refusal:
-            return f"observations only: {self.refusal}"
+            return f"takes observations only: {self.refusal}"
         return (f"reads the last {self.bars_needed} {self.timeframe} bars of {self.symbol} (features' look-back "
                 f"{self.feature_bars} + window {self.window} - 1)")
 
@@ -196,12 +201,10 @@ class BarReader:
         if len(frame) < self.bars_needed:
             raise InputError(f"the model needs the last {self.bars_needed} {self.timeframe} bars (features' look-back "
                              f"{self.feature_bars} + window {self.window} - 1); got {len(frame)}")
+        holes_recorded = self.gaps == GAPS_KEPT or (
+            "gaps" in bars.columns and set(bars["gaps"].astype(str)) == {GAPS_KEPT})
         frame = frame.iloc[-self.bars_needed:]
-        apart = np.asarray(frame.index[1:] - frame.index[:-1]) != np.timedelta64(timeframe_delta(self.timeframe))
-        if apart.any():
-            at = int(np.flatnonzero(apart)[0]) + 1
-            raise InputError(f"bars must be consecutive {self.timeframe} bars, oldest first: {frame.index[at]} follows "
-                             f"{frame.index[at - 1]}")
+        self._check_spacing(frame.index, holes_recorded)
         values = frame.to_numpy()
         bad = (~np.isfinite(values)).any(axis=1) | (values[:, :4] <= 0).any(axis=1)
         if bad.any():
@@ -209,6 +212,25 @@ class BarReader:
             raise InputError(f"bars must hold finite positive prices and a finite volume: the bar at "
                              f"{frame.index[row]} does not")
         return frame
+
+    def _check_spacing(self, index: pd.DatetimeIndex, holes_recorded: bool) -> None:
+        """Bars oldest first, one timeframe apart; or, where holes are recorded (`gaps: drop`), whole numbers of
+        timeframes apart: the env steps over such a hole as from one bar to the next, and so does the reader (the
+        last `bars_needed` rows still hold every feature's look-back: a higher timeframe's period holds at most its
+        ratio of base bars, holes or not)."""
+        step = np.timedelta64(timeframe_delta(self.timeframe))
+        deltas = np.asarray(index[1:] - index[:-1])
+        if holes_recorded:
+            wrong = (deltas <= np.timedelta64(0)) | (deltas % step != np.timedelta64(0))
+        else:
+            wrong = deltas != step
+        if wrong.any():
+            at = int(np.flatnonzero(wrong)[0]) + 1
+            spacing = "whole numbers of" if holes_recorded else "consecutive"
+            hint = "" if holes_recorded else (" (a hole is read only from bars imported with --gaps drop: a gaps "
+                                              "column of 'drop')")
+            raise InputError(f"bars must be {spacing} {self.timeframe} bars, oldest first: {index[at]} follows "
+                             f"{index[at - 1]}{hint}")
 
 
 def _iso(stamp: Any) -> str:

@@ -187,3 +187,60 @@ def test_the_served_model_decides_from_bars_without_importing_torch_or_ray(opera
     assert result.returncode == 0, result.stderr[-2000:]
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer["imported"] == [] and answer["action"] in (0, 1)
+
+
+def test_paper_trading_steps_over_holes_a_file_records_and_refuses_others_before_a_run_opens(operations_loop, served):
+    """A file imported with --gaps drop: paper trading in process and through the server step over its holes alike
+    and finish (it used to crash mid-run and leave the run RUNNING); the same holes in a file that does not record
+    them are refused in one line before any MLflow run opens."""
+    from envs.trading.data import load_bars, save_bars
+
+    loop, (url, _) = operations_loop, served
+    bars = load_bars(loop.data)
+    holed = bars.drop(bars.index[-500:-480]).drop(bars.index[-300:-297])
+    recorded = save_bars(holed, loop.root / "holed.parquet", "BTC-USD", "1h", gaps="drop")
+    model = f"models:/{loop.model}@champion"
+    local = loop.module("experiments.paper", model, "--bars", recorded)
+    assert local.returncode == 0, local.stdout + local.stderr
+    client = loop.client
+    experiment = client.get_experiment_by_name(f"{loop.model}-paper").experiment_id
+    run = client.search_runs([experiment], f"tags.bars = '{recorded}'")[0]
+    assert run.info.status == "FINISHED" and float(run.data.metrics["fills"]) > 0
+    steps = [m.step for m in equity_history(client, run.info.run_id)]
+    assert int(holed.index[-480].timestamp()) in steps and int(bars.index[-490].timestamp()) not in steps
+    served_copy = save_bars(holed, loop.root / "holed_http.parquet", "BTC-USD", "1h", gaps="drop")
+    through_http = loop.module("experiments.paper", model, "--bars", served_copy, "--serve-url", url)
+    assert through_http.returncode == 0, through_http.stdout + through_http.stderr
+    other = client.search_runs([experiment], f"tags.bars = '{served_copy}'")[0]
+    assert [m.value for m in equity_history(client, other.info.run_id)] == [
+        m.value for m in equity_history(client, run.info.run_id)]
+
+    unrecorded = save_bars(holed, loop.root / "unrecorded.parquet", "BTC-USD", "1h")  # gaps: ffill, yet holes
+    refused = loop.module("experiments.paper", model, "--bars", unrecorded)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "23 missing bars" in refused.stderr and "--gaps drop" in refused.stderr
+    assert not client.search_runs([experiment], f"tags.bars = '{unrecorded}'")
+
+
+def test_paper_trading_a_csv_export_is_paper_trading_its_bars(operations_loop):
+    """A CSV export is read through the importer's checks (it used to be refused as not a parquet file) and trades
+    bar for bar as the same bars in a parquet."""
+    from envs.trading.data import load_bars, save_bars
+
+    loop = operations_loop
+    bars = load_bars(loop.data)
+    parquet = save_bars(bars, loop.root / "for_csv.parquet", "BTC-USD", "1h")
+    export = bars.reset_index()
+    export["timestamp"] = export["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S")
+    csv = loop.root / "export.csv"
+    export.assign(Symbol="BTCUSD").to_csv(csv, index=False, float_format="%.17g")
+    model = f"models:/{loop.model}@champion"
+    for path in (parquet, csv):
+        result = loop.module("experiments.paper", model, "--bars", path)
+        assert result.returncode == 0, result.stdout + result.stderr
+    client = loop.client
+    experiment = client.get_experiment_by_name(f"{loop.model}-paper").experiment_id
+    histories = [equity_history(client, client.search_runs([experiment], f"tags.bars = '{path}'")[0].info.run_id)
+                 for path in (parquet, csv)]
+    parquet_steps, csv_steps = ([(m.step, m.value) for m in history] for history in histories)
+    assert len(parquet_steps) > 100 and parquet_steps == csv_steps

@@ -131,7 +131,7 @@ def test_a_model_whose_features_read_another_market_is_refused_for_bars(tmp_path
     reader = BarReader.for_env_config(cfg)
     with pytest.raises(InputError, match=r"cannot read bars: its features read another series than the bars \(asset"):
         reader.decide(last_bars(300), linear_policy(24 * 9 + 2, 2))
-    assert reader.describe().startswith("observations only")
+    assert reader.describe().startswith("takes observations only: its features read another series")
 
 
 def test_a_reader_is_saved_and_loaded_whole(reader, tmp_path):
@@ -140,3 +140,44 @@ def test_a_reader_is_saved_and_loaded_whole(reader, tmp_path):
     assert np.array_equal(again.mean, reader.mean) and np.array_equal(again.std, reader.std)
     settings = [f.name for f in fields(BarReader) if f.name not in ("mean", "std")]
     assert [getattr(again, name) for name in settings] == [getattr(reader, name) for name in settings]
+
+
+def holed_copy(tmp_path, every: int = 450, hole: int = 30) -> pd.DataFrame:
+    """The bundled bars with a `hole`-bar hole every `every` bars over the last 5,000 (several in the last fold's
+    test window), saved as a file imported with --gaps drop keeps them."""
+    keep = np.ones(len(BARS), dtype=bool)
+    for start in range(len(BARS) - 5000, len(BARS) - 100, every):
+        keep[start:start + hole] = False
+    return load_bars(save_bars(BARS[keep], tmp_path / "BTC-USD_1h.parquet", "BTC-USD", "1h", gaps="drop"))
+
+
+def test_paper_trading_steps_over_recorded_holes_as_the_backtest_does(tmp_path):
+    """A file imported with --gaps drop: the reader steps over its holes as the env does (a higher timeframe's block
+    included), so a paper replay of the test window is the backtest's equity curve to the last digit."""
+    holed = holed_copy(tmp_path)
+    features = ["basic", {"resample": "4h", "features": ["log_return", {"ta": "RSI"}]}]
+    cfg = {**config(features, decision_interval=6), "data_path": str(tmp_path / "BTC-USD_1h.parquet")}
+    reader = BarReader.for_env_config(cfg)
+    env = SpotTradingEnv({**cfg, "split": "test", "episode_length": None})
+    lo, hi = env.market.bounds["test"]
+    assert reader.gaps == "drop" and (np.diff(holed.index[lo:hi].asi8) > np.diff(holed.index[:2].asi8)[0]).sum() >= 2
+    policy = linear_policy(env.observation_space.shape[0], env.action_space.n, seed=7)
+    report = evaluate_policy(policy, cfg)
+    equity, book = paper_replay_of_test_window(reader, policy, holed, env)
+    assert np.array_equal(equity, report.series["agent"].to_numpy())
+    assert book.ledger.trades == report.table.loc["agent", "trades"] > 0
+
+
+def test_holes_are_read_only_where_recorded(reader):
+    """A model trained on bars without holes reads bars with holes only when they say the holes are recorded (the
+    gaps column paper trading sends for a file imported with --gaps drop); a hole that is not whole bars never."""
+    holed = last_bars(300).drop(index=range(240, 245)).reset_index(drop=True)
+    policy = linear_policy(24 * 8 + 3, 3)
+    with pytest.raises(InputError, match="must be consecutive 1h bars.*imported with --gaps drop"):
+        reader.decide(holed, policy)
+    decided = reader.decide(holed.assign(gaps="drop"), policy)
+    assert decided["bar_time"].iloc[0] == holed["timestamp"].iloc[-1].isoformat()
+    half_hour_off = holed["timestamp"].where(holed.index != 250, holed["timestamp"][250] + pd.Timedelta("30min"))
+    shifted = holed.assign(gaps="drop", timestamp=half_hour_off)
+    with pytest.raises(InputError, match="must be whole numbers of 1h bars"):
+        reader.decide(shifted, policy)

@@ -81,9 +81,10 @@ class CycleReader:
                 "train_fraction": self.train_fraction, "validation_fraction": self.validation_fraction}
 
     def describe(self) -> str:
-        """One line for the model's description and the serving command's output."""
+        """What the model takes, as a clause whose subject is the model ("it reads ...", "it takes ..."): the
+        registration line, the model's description, its `inputs` tag and the serving command's line."""
         if self.refusal:
-            return f"observations only: {self.refusal}"
+            return f"takes observations only: {self.refusal}"
         return f"ranks one CI cycle given as a table with the columns {', '.join(CYCLE_COLUMNS)} ({self.mode})"
 
     def tags(self) -> dict[str, str]:
