@@ -37,8 +37,13 @@ class EvaluationReport:
     returns: pd.DataFrame | None = None
     # How many of those periods make a year (the family knows its calendar): annualizes the verdict's Sharpe.
     periods_per_year: float | None = None
-    # What the scores were measured on, for the trials ledger (experiments.results.trials_ledger): a digest of the data's
-    # content, every held-out window of its protocol (all folds, not only those a run scored) and a label.
+    # What the scores were measured on, for the trials ledger (experiments.results.trials_ledger): a digest of the
+    # content judged (the data's values over every held-out window, not the file's bytes, so the same bars saved again
+    # or with other bars outside those windows are the same ledger), every held-out window of its protocol (all folds,
+    # not only those a run scored) and a label.
     data_digest: str | None = None
     windows: tuple[tuple[str, str], ...] = ()
     data_label: str = ""
+    # The whole data file's digest (its bytes), which keyed the ledger before data_digest did: a ledger recorded under
+    # it on the same windows is found and carried over. None for a family whose ledger key never changed.
+    file_digest: str | None = None

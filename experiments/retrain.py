@@ -14,7 +14,8 @@
    bars in, decisions out), next to the baselines; the gate (experiments.results.promotion) decides, and the version is
    tagged with its lineage and the gate's numbers before an alias moves. `--promote` overrides the gate and is
    recorded. With no champion yet, the first challenger becomes one only if its verdict supports an edge over
-   every baseline; else nothing is promoted, said in one line, exit 0.
+   every baseline; else nothing is promoted, said in one line, exit 0. A `--smoke-test` retrain never sets the
+   champion alias on its own (only `--promote` does), said in one line.
 
 Exit codes as experiments.run: 0, 2 bad input (one line), 3 partial, 1 failed, 4 a fault, 130 interrupted.
 """
@@ -31,7 +32,15 @@ import pandas as pd
 from rich.markup import escape
 
 from envs.errors import InputError
-from experiments.results.promotion import Decision, champion_of, judge, prior_excess_sharpes, record
+from experiments.results.promotion import (
+    CHAMPION,
+    Decision,
+    champion_of,
+    excess_sharpes,
+    judge,
+    prior_excess_sharpes,
+    record,
+)
 from experiments.shell import exit_code, runnable, terminal_console
 from experiments.storage.filesystem import resolve_storage
 
@@ -238,19 +247,35 @@ def decide(client: Any, name: str, challenger: Any, champion: Any | None, bars: 
     metrics = client.get_run(challenger.tags["parent_run_id"]).data.metrics
     if champion is None:
         missing = [b for b in baselines if metrics.get(f"verdict/supported/{b}") != 1.0]
-        numbers = {"forward_sharpe": float(report.table.loc["challenger", "sharpe"])}
+        numbers = {"forward_sharpe": float(report.table.loc["challenger", "sharpe"]),
+                   **excess_sharpes(report.returns, "challenger", {b: b for b in baselines})}
         if not missing:
-            return Decision(True, "first champion: its verdict supports an edge over every baseline", numbers)
+            return smoke_held(Decision(True, "first champion: its verdict supports an edge over every baseline",
+                                       numbers), exp.smoke_test, force)
         reason = f"its verdict does not support an edge over {', '.join(missing)}"
         if force:
             return Decision(True, f"first champion, forced with --promote: {reason}", numbers, forced=True)
         console.print(f"no champion: {reason}: nothing promoted (--promote makes one anyway, recorded)", markup=False)
         return Decision(False, f"not promoted: {reason}", numbers)
     decision = judge(report.table, report.returns, "challenger", "champion", baselines, exp.retrain.gate,
-                     prior_excess_sharpes(client, name, challenger.version), metrics.get("verdict/pbo"))
+                     prior_excess_sharpes(client, name, challenger.version, [CHAMPION, *baselines]),
+                     metrics.get("verdict/pbo"))
     if force and not decision.promote:
         return Decision(True, f"forced with --promote ({decision.reason})", decision.numbers, forced=True)
-    return decision
+    return smoke_held(decision, exp.smoke_test, force)
+
+
+def smoke_held(decision: Decision, smoke_test: bool, force: bool) -> Decision:
+    """A --smoke-test challenger is never promoted by its own numbers, whatever they are: two short iterations prove
+    that the pipeline runs, not that a model is worth deploying. Only --promote (`force`), recorded as forced, makes
+    one a champion. The reason is the one line retrain prints for the version."""
+    if not smoke_test or not decision.promote or decision.forced:
+        return decision
+    held = "a --smoke-test run never sets the champion alias on its own"
+    if force:
+        return Decision(True, f"forced with --promote ({held}; {decision.reason})", decision.numbers, forced=True)
+    return Decision(False, f"not promoted: {held} (--promote does, recorded); the gate alone would have said: "
+                           f"{decision.reason}", decision.numbers)
 
 
 def _decider(model: Any) -> tuple[Any, Any]:

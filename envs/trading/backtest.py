@@ -63,11 +63,13 @@ def baseline_targets(closes: np.ndarray, lo: int, hi: int) -> dict[str, np.ndarr
 
 
 def strategy_row(equity: np.ndarray, targets: np.ndarray, ledger: Ledger, periods_per_year: float) -> dict[str, float]:
-    """A strategy's row of a report's table: performance, trades, fees, turnover and exposure."""
+    """A strategy's row of a report's table: performance, trades, fees, turnover, exposure held and asked."""
     return {**performance(equity, periods_per_year), "trades": float(ledger.trades),
             "fees_paid": float(ledger.fees_paid),
-            # Traded notional in units of the starting equity, and the share of bars holding a position.
-            "turnover": float(ledger.traded_notional), "exposure": float(np.mean(np.abs(targets[:-1]))),
+            # Traded notional in units of the starting equity; the mean absolute exposure held at each close after
+            # the first (drift and min_trade included), and the mean target asked for those bars.
+            "turnover": float(ledger.traded_notional), "exposure": ledger.exposure_held / max(len(equity) - 1, 1),
+            "target_exposure": float(np.mean(np.abs(targets[:-1]))),
             "final_equity": float(equity[-1])}
 
 
@@ -124,8 +126,7 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
               f"(seed {env.cfg.synthetic_seed}), not real prices; the dates are fictional"] if synthetic else [])
     equity_curves = pd.DataFrame(curves, index=index)
     stamps = market.timestamps
-    windows = tuple((f"{stamps[f.test[0]]}", f"{stamps[f.test[1] - 1]}")
-                    for f in protocol.folds_for(len(stamps), min_rows=max(env.cfg.window, 3)))
+    windows = tuple((f"{stamps[start]}", f"{stamps[stop - 1]}") for start, stop in market.test_windows)
     return EvaluationReport(
         title=(f"{'SYNTHETIC ' if synthetic else ''}{market.symbol} {market.timeframe} {env.cfg.split} period "
                f"{start:%Y-%m-%d} .. {end:%Y-%m-%d}{fold} "
@@ -139,5 +140,6 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
         periods_per_year=ppy,
         data_digest=market.data_digest,
         windows=windows,
+        file_digest=market.file_digest,
         data_label=f"{'SYNTHETIC ' if synthetic else ''}{market.symbol} {market.timeframe}",
     )

@@ -28,7 +28,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from envs.errors import InputError
 from envs.splits import Fold, Protocol
-from envs.trading.data import timeframe_delta
+from envs.trading.data import timeframe_delta, values_digest
 from envs.trading.features import DEFAULT_FEATURES, FeatureSet, RawFeatures, market_features, normalize
 from envs.trading.features.matrix import bars_needed
 from envs.trading.features.spec import parse_features_json
@@ -176,8 +176,11 @@ class Market:
     feature_notes: tuple[str, ...] = ()   # what reading the features' inputs did (e.g. a series turned around)
     feature_origin: str = "computed"      # computed | cache | memory (envs.trading.features.store)
     feature_key: str = ""
-    data_digest: str = ""                 # of the bars' content: names the data in the trials ledger
+    data_digest: str = ""                 # of the bars' values on every test window: names them in the trials ledger
+    file_digest: str = ""                 # of the whole file (its bytes): the ledger's key before data_digest
+    test_windows: tuple[tuple[int, int], ...] = ()  # every fold's test rows [start, stop), not only this env's fold
     symbol: str = ""                      # what the data says it is (file metadata), else the config's symbol
+    gaps: str = "ffill"                   # the file's gap policy: "drop" keeps holes, stepped over as one bar
     # The normalization fitted on the fold's train rows (per column): a served policy carries it (envs.trading.bar_reader)
     feature_mean: np.ndarray | None = None
     feature_std: np.ndarray | None = None
@@ -245,6 +248,7 @@ def load_market(cfg: TradingConfig) -> Market:
     n = len(bars)
     source = str(cfg.data_path or cfg.symbol)
     fold = cfg.split_protocol().fold(n, cfg.fold, min_rows=max(cfg.window, 3), source=f"{source}: protocol")
+    test_windows = tuple(f.test for f in cfg.split_protocol().folds_for(n, min_rows=max(cfg.window, 3)))
     bounds = {name: fold.part(name) for name in SPLITS}
     where = f"{source}: fold {fold.index}"
     needed, _ = bars_needed(cfg.feature_items(), timeframe)
@@ -274,8 +278,11 @@ def load_market(cfg: TradingConfig) -> Market:
         feature_notes=raw.notes,
         feature_origin=origin,
         feature_key=key,
-        data_digest=bars_digest(bars),
+        data_digest=values_digest(bars, list(test_windows)),
+        file_digest=bars_digest(bars),
+        test_windows=test_windows,
         symbol=str(bars.attrs.get("symbol") or cfg.symbol),  # a Kraken XBT-USD file is labelled XBT-USD
+        gaps=str(bars.attrs.get("gaps", "ffill")),
         feature_mean=features.mean,
         feature_std=features.std,
     )

@@ -59,6 +59,9 @@ class Ledger:
     # The mark at or above which the held short is called (inf when none is held). Cash and units change only
     # at fills, so it is computed once per fill instead of testing equity against the margin at every mark.
     liquidation_price: float = math.inf
+    # The sum over marked closes of the exposure actually held there, |units x close| / equity: after drift and
+    # min_trade, which the asked targets do not show (a report's `exposure` is its mean per bar).
+    exposure_held: float = 0.0
 
     def _fill(self, units: float, open_price: float) -> None:
         """Buy (units > 0) or sell (units < 0) at the open, with slippage and fee."""
@@ -155,4 +158,6 @@ def trade_bar(ledger: Ledger, target: float, open_price: float, close: float) ->
     if not ledger.margin_call(open_price):
         ledger.rebalance(target, open_price)
         ledger.margin_call(close)
-    return ledger.equity(close)
+    equity = ledger.equity(close)
+    ledger.exposure_held += abs(ledger.units * close) / equity
+    return equity

@@ -90,7 +90,8 @@ def print_report(console: Console, report: EvaluationReport) -> None:
 
 
 # Columns that are fractions of capital or of time: shown as percentages, as the README's tables show them.
-PERCENT_COLUMNS = frozenset({"total_return", "max_drawdown", "fees_paid", "exposure", "return_mean", "return_std"})
+PERCENT_COLUMNS = frozenset({"total_return", "max_drawdown", "fees_paid", "exposure", "target_exposure", "return_mean",
+                             "return_std"})
 # Columns that count things (a median or mean of counts may end in .5 or .75).
 COUNT_COLUMNS = frozenset({"trades", "trades_median", "agent_trades", "results", "episodes", "cycles",
                            "cycles_with_failures", "paper_cycles", "agent_wins", "crashes", "agent_ahead"})

@@ -3,9 +3,11 @@
 The challenger earns the `champion` alias only if it beats the champion on the forward window (a higher Sharpe)
 and the gate in the experiment file holds: the deflated Sharpe ratio of its per-bar returns in excess of the
 champion's, and of each baseline's, reach the gate's minimums, and its sweep's PBO (when it has one) stays below
-the gate's maximum. Every retrain is one more attempt on the registry's data, so the DSR is deflated by the earlier
-challengers' excess Sharpes (recorded on their versions); the first attempt gets the probabilistic Sharpe ratio
-against zero. A challenger that fails gets the `challenger` alias and the reason as a tag.
+the gate's maximum. Every retrain is one more attempt on the registry's data, so each DSR is deflated by the earlier
+challengers' excess Sharpes over the same opponent, the champion or that baseline (recorded on their versions as
+`gate/excess_sharpe_vs_<opponent>`; a version recorded before the baselines' tags existed counts only where it has
+one); the first attempt gets the probabilistic Sharpe ratio against zero. A challenger that fails gets the
+`challenger` alias and the reason as a tag.
 
 Recording order makes a killed retrain harmless: the version is registered whole first (by the sweep), then its
 lineage tags and description are written, and the alias moves last, in one call.
@@ -23,7 +25,9 @@ from envs.errors import InputError
 from experiments.results.verdict import per_period_sharpe
 
 CHAMPION, CHALLENGER = "champion", "challenger"
-EXCESS_TAG = "gate/excess_sharpe_vs_champion"  # per-bar Sharpe of each challenger's excess: the deflation's trials
+# + champion | a baseline: the per-bar Sharpe of a challenger's excess over it, a gate/ tag on its version: the
+# trials the next challengers' DSRs over the same opponent are deflated by
+EXCESS_PREFIX = "excess_sharpe_vs_"
 
 
 @dataclass
@@ -50,16 +54,24 @@ def edge_dsr(excess: np.ndarray, prior_sharpes: list[float]) -> float:
         return 0.0
 
 
+def excess_sharpes(returns: Any, challenger: str, opponents: dict[str, str]) -> dict[str, float]:
+    """The per-bar Sharpe of the challenger's excess over each opponent (label -> column of `returns`), as gate
+    numbers `excess_sharpe_vs_<label>`: recorded on its version, they deflate the next challengers' DSRs."""
+    return {f"{EXCESS_PREFIX}{label}": per_period_sharpe((returns[challenger] - returns[column]).to_numpy())
+            for label, column in opponents.items()}
+
+
 def judge(table: Any, returns: Any, challenger: str, champion: str, baselines: list[str], gate: Any,
-          prior_sharpes: list[float], pbo: float | None) -> Decision:
-    """The gate's decision for `challenger` against `champion` (column names of the forward report)."""
+          prior_sharpes: dict[str, list[float]], pbo: float | None) -> Decision:
+    """The gate's decision for `challenger` against `champion` (column names of the forward report); `prior_sharpes`:
+    per opponent (`champion` or a baseline), the excess Sharpes earlier challengers were judged on."""
     numbers = {"forward_sharpe": float(table.loc[challenger, "sharpe"]),
                "champion_forward_sharpe": float(table.loc[champion, "sharpe"])}
-    excess = (returns[challenger] - returns[champion]).to_numpy()
-    numbers[EXCESS_TAG.split("/", 1)[1]] = per_period_sharpe(excess)
-    numbers["dsr_vs_champion"] = edge_dsr(excess, prior_sharpes)
-    for baseline in baselines:
-        numbers[f"dsr_vs_{baseline}"] = edge_dsr((returns[challenger] - returns[baseline]).to_numpy(), [])
+    opponents = {CHAMPION: champion, **{b: b for b in baselines}}
+    numbers.update(excess_sharpes(returns, challenger, opponents))
+    for label, column in opponents.items():
+        excess = (returns[challenger] - returns[column]).to_numpy()
+        numbers[f"dsr_vs_{label}"] = edge_dsr(excess, prior_sharpes.get(label, []))
     failed = []
     if not numbers["forward_sharpe"] > numbers["champion_forward_sharpe"]:
         failed.append(f"forward Sharpe {numbers['forward_sharpe']:.2f} does not beat the champion's "
@@ -126,10 +138,13 @@ def _aliases(client: Any, name: str) -> list[str]:
         return []
 
 
-def prior_excess_sharpes(client: Any, name: str, exclude: str) -> list[float]:
-    """The excess Sharpes earlier challengers of `name` were judged on (the attempts the DSR is deflated by)."""
-    versions = client.search_model_versions(f"name = '{name}'")
-    return [float(v.tags[EXCESS_TAG]) for v in versions if EXCESS_TAG in v.tags and str(v.version) != str(exclude)]
+def prior_excess_sharpes(client: Any, name: str, exclude: str, opponents: list[str]) -> dict[str, list[float]]:
+    """Per opponent (`champion` or a baseline), the excess Sharpes earlier challengers of `name` were judged on (the
+    attempts its DSR is deflated by). A version counts for an opponent only if it has that tag: those recorded before
+    the baselines' tags existed count against the champion alone."""
+    versions = [v for v in client.search_model_versions(f"name = '{name}'") if str(v.version) != str(exclude)]
+    tags = {o: f"gate/{EXCESS_PREFIX}{o}" for o in opponents}
+    return {o: [float(v.tags[tag]) for v in versions if tag in v.tags] for o, tag in tags.items()}
 
 
 def record(client: Any, name: str, version: str, decision: Decision, lineage: dict[str, str]) -> str:

@@ -82,11 +82,11 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
     with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
         scored = [(t, score(t, exp, reader)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
     first = scored[0][1]
-    key = LedgerKey(first.data_digest, first.windows, first.data_label) if first.data_digest and ledger else None
+    key = (LedgerKey(first.data_digest, first.windows, first.data_label, first.file_digest or "")
+           if first.data_digest and ledger else None)
     prior = ledger.prior(key) if key else None
     verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
-                            exp.tune.mode, first.periods_per_year, threshold, prior)
-    verdict.missing = missing_trials(trials, exp)
+                            exp.tune.mode, first.periods_per_year, threshold, prior, missing_trials(trials, exp))
     if key:
         verdict.ledger_key = key.id
         ledger.record(key, sorted({t.point for t in trials}), verdict.returns)

@@ -6,13 +6,19 @@ run that scores out of sample records an *attempt* here: its configurations and 
 series, whatever the run was (a smoke test, a rerun, another feature set). The verdict of the next run on
 the same data and windows reads them all back (`experiments.results.verdict.PriorTrials`).
 
-- **Key**: a digest of the data's content and every test window of its protocol (envs.report.EvaluationReport's
-  `data_digest` and `windows`). Another exchange's file, or other folds, is another ledger; another feature
-  set, algorithm or experiment name on the same bars and windows is the same ledger.
+- **Key**: a digest of the content judged and every test window of its protocol (envs.report.EvaluationReport's
+  `data_digest` and `windows`): for bars, their values over the test windows, so the same bars saved again, or with
+  bars outside the windows added or dropped, are the same ledger. Another exchange's file, or other folds, is another
+  ledger; another feature set, algorithm or experiment name on the same bars and windows is the same ledger.
+- **Carried over**: ledgers were keyed on the data file's bytes before (`file_digest`). A ledger recorded under
+  that key on the same windows is found and its attempts are counted with the new key's (read where they are; new
+  attempts are recorded under the new key, which names the old one in its tag `ledger.<key>.carried_from`, so they
+  stay counted after the file is saved again).
 - **Where**: in the MLflow tracking store the run uses, so a team server shares one ledger: the MLflow
   experiment `trials-ledger` (no runs): per key, experiment tags (`ledger.<key>.attempts`, `.configurations`,
-  `.data`, `.windows`, `.fresh`) that the UI shows, and one artifact per attempt (`<key>/<stamp>.parquet`: the
-  trial columns, with who, when, which run, which configurations and whether it was a smoke test).
+  `.data`, `.windows`, `.fresh`, `.carried_from`) that the UI shows, and one artifact per attempt
+  (`<key>/<stamp>.parquet`: the trial columns, with who, when, which run, which configurations and whether it was a
+  smoke test).
 - **A fresh ledger** needs `--fresh-ledger REASON`. It is recorded as an attempt like any other, with the
   reason; later verdicts count from it, and the attempts before it stay in the store.
 """
@@ -49,15 +55,30 @@ class LedgerKey:
     data_digest: str
     windows: tuple[tuple[str, str], ...]
     label: str = ""  # e.g. "BTC-USD 1h", for people
+    file_digest: str = ""  # the whole file's bytes' digest, which keyed this ledger before: finds its attempts
 
     @property
     def id(self) -> str:
-        text = json.dumps({"data": self.data_digest, "windows": [list(w) for w in self.windows]})
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _key_id(self.data_digest, self.windows)
+
+    @property
+    def byte_keyed_id(self) -> str:
+        """The id these data and windows had when ledgers were keyed on the file's bytes ("" without a file digest)."""
+        return _key_id(self.file_digest, self.windows) if self.file_digest else ""
 
     def describe(self) -> str:
         first, last = self.windows[0][0][:10], self.windows[-1][1][:10]
         return f"{self.label} data {self.data_digest[:12]}, {len(self.windows)} test window(s) {first}..{last}"
+
+
+def _key_id(data_digest: str, windows: tuple[tuple[str, str], ...]) -> str:
+    text = json.dumps({"data": data_digest, "windows": [list(w) for w in windows]})
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _in_time_order(by_ledger: dict[str, list[Attempt]]) -> list[Attempt]:
+    """The attempts of several ledgers as one history, oldest first (an attempt's name starts with its time)."""
+    return sorted((a for attempts in by_ledger.values() for a in attempts), key=lambda a: a.name)
 
 
 @dataclass
@@ -129,10 +150,10 @@ class TrialsLedger:
         location = self.client.get_experiment(self._experiment()).artifact_location
         return get_artifact_repository(location, tracking_uri=self.tracking_uri)
 
-    def attempts(self, key: LedgerKey) -> list[Attempt]:
-        """Every attempt recorded on `key`, oldest first (fresh starts included)."""
+    def _recorded(self, key_id: str) -> list[Attempt]:
+        """The attempts stored under one ledger id, oldest first."""
         repository = self._repository()
-        names = sorted(f.path for f in repository.list_artifacts(key.id) if f.path.endswith(".parquet"))
+        names = sorted(f.path for f in repository.list_artifacts(key_id) if f.path.endswith(".parquet"))
         with tempfile.TemporaryDirectory() as folder, _no_progress_bars():
             for name in names:
                 if name not in self._read:
@@ -142,17 +163,42 @@ class TrialsLedger:
                     self._read[name] = Attempt(returns=frame, **meta)
         return [self._read[name] for name in names]
 
+    def _carried_from(self, key: LedgerKey) -> list[str]:
+        """The byte-keyed ledgers whose attempts count on `key`: those it already carries over (its tag), and the one
+        its own file's bytes name when that holds attempts."""
+        tags = self.client.get_experiment(self._experiment()).tags
+        carried = [i for i in tags.get(f"ledger.{key.id}.carried_from", "").split(",") if i]
+        former = key.byte_keyed_id
+        if former and former != key.id and former not in carried and self._recorded(former):
+            carried.append(former)
+        return carried
+
+    def _by_ledger(self, key: LedgerKey) -> dict[str, list[Attempt]]:
+        """Ledger id -> its attempts that count on `key`: the byte-keyed ones carried over, then the key's own."""
+        return {key_id: self._recorded(key_id) for key_id in [*self._carried_from(key), key.id]}
+
+    def attempts(self, key: LedgerKey) -> list[Attempt]:
+        """Every attempt that counts on `key`, oldest first (fresh starts and those carried over included)."""
+        return _in_time_order(self._by_ledger(key))
+
     def prior(self, key: LedgerKey, run_id: str = "") -> PriorTrials:
         """What the next verdict on `key` must count: the attempts since the last fresh start (a resumed run's own
-        earlier record, `run_id`'s, aside)."""
-        attempts = self.attempts(key)
+        earlier record, `run_id`'s, aside), those of byte-keyed ledgers carried over included and said."""
+        by_ledger = self._by_ledger(key)
+        attempts = _in_time_order(by_ledger)
         fresh = [i for i, a in enumerate(attempts) if a.fresh_reason]
         counted = [a for a in (attempts[fresh[-1]:] if fresh else attempts) if a.run_id != run_id]
-        note = ""
+        notes = []
         if fresh:
             start = attempts[fresh[-1]]
-            note = (f"fresh ledger since {start.stamp} by {start.user} ({start.fresh_reason}); "
-                    f"{fresh[-1]} earlier attempt(s) set aside")
+            notes.append(f"fresh ledger since {start.stamp} by {start.user} ({start.fresh_reason}); "
+                         f"{fresh[-1]} earlier attempt(s) set aside")
+        counted_names = {a.name for a in counted}
+        for key_id, found in by_ledger.items():
+            carried = sum(a.name in counted_names for a in found) if key_id != key.id else 0
+            if carried:
+                notes.append(f"{carried} attempt(s) carried over from the byte-keyed ledger {key_id}")
+        note = "; ".join(notes)
         if not counted:
             return PriorTrials(note=note)
         columns = [a.returns.add_prefix(f"{a.name}: ") for a in counted]
@@ -173,11 +219,14 @@ class TrialsLedger:
             path = Path(folder) / f"{attempt.name}.parquet"
             frame.to_parquet(path)
             repository.log_artifact(str(path), key.id)
+        carried = self._carried_from(key)
         attempts = self.attempts(key)
         experiment = self._experiment()
         tags = {"attempts": str(len(attempts)),
                 "configurations": str(sum(len(a.configurations) for a in attempts)),
                 "data": key.describe(), "windows": json.dumps([list(w) for w in key.windows])}
+        if carried:
+            tags["carried_from"] = ",".join(carried)
         if attempt.fresh_reason:
             tags["fresh"] = f"{attempt.stamp} by {attempt.user}: {attempt.fresh_reason}"
         for name, value in tags.items():

@@ -17,13 +17,15 @@ are its test results. Across folds:
   out-of-sample return series on one time axis (one column per configuration x seed of this run).
 
 An edge over a baseline is *supported* when its DSR is at least 0.95 and the agent wins more than half
-of the folds against it; when several groups (coins) are judged at once, the DSR threshold is
-Bonferroni-adjusted (`family_threshold`), or one coin in twenty would pass by luck. DSR and PBO come
-from `purgedcv` (pinned; checked against the formulas by hand in tests/unit/test_verdict.py). A verdict
-from one split or one seed says so.
+of the folds against it, and the verdict has no caveat (one split, one seed, missing folds or seeds): a
+verdict that says it is not enough for a verdict supports nothing, since a champion is promoted on it.
+When several groups (coins) are judged at once, the DSR threshold is Bonferroni-adjusted
+(`family_threshold`), or one coin in twenty would pass by luck. DSR and PBO come from `purgedcv`
+(pinned; checked against the formulas by hand in tests/unit/test_verdict.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -46,7 +48,8 @@ AGENT = "agent"
 PBO_MAX_BLOCKS = 16      # CSCV's standard S (12,870 splits)
 PBO_MIN_BLOCK_ROWS = 10  # fewer blocks when the series is short
 EULER_GAMMA = 0.5772156649015329
-TABLE_METRICS = ("total_return", "sharpe", "sortino", "max_drawdown", "trades", "fees_paid", "turnover", "exposure")
+TABLE_METRICS = ("total_return", "sharpe", "sortino", "max_drawdown", "trades", "fees_paid", "turnover", "exposure",
+                 "target_exposure")
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,19 @@ class Edge:
     threshold: float = DSR_THRESHOLD
     dsr_effective: float = float("nan")  # the DSR at the effective number of trials instead of the count
     left_out: tuple[str, ...] = ()  # seeds whose DSR could not be computed, and why (said in the verdict line)
+    caveats: tuple[str, ...] = ()   # the verdict's (e.g. "one seed"): any of them and the edge is not supported
 
     @property
     def supported(self) -> bool:
-        return bool(self.dsr >= self.threshold) and self.wins * 2 > self.folds
+        """Strong evidence from a whole verdict: a DSR at the threshold, more than half the folds won, and no caveat
+        (a one-seed DSR of 0.98 is one draw, and a supported verdict can make a champion)."""
+        return bool(self.dsr >= self.threshold) and self.wins * 2 > self.folds and not self.caveats
+
+    def word(self) -> str:
+        """'supported', or 'not supported' followed by the caveats that forbid it, for the verdict line."""
+        if self.supported:
+            return "supported"
+        return f"not supported: {', '.join(self.caveats)}" if self.caveats else "not supported"
 
 
 @dataclass
@@ -116,14 +128,7 @@ class Verdict:
 
     @property
     def caveats(self) -> list[str]:
-        caveats = []
-        if self.n_folds == 1:
-            caveats.append("one split")
-        if self.n_seeds == 1:
-            caveats.append("one seed")
-        if self.missing:
-            caveats.append(self.missing)
-        return caveats
+        return list(verdict_caveats(self.n_folds, self.n_seeds, self.missing))
 
     def scope(self) -> str:
         earlier = f" ({self.n_configurations} in this run)" if self.n_tried != self.n_configurations else ""
@@ -137,12 +142,12 @@ class Verdict:
         return text + (f" [{', '.join(self.caveats)}: not enough for a verdict]" if self.caveats else "")
 
     def lines(self) -> list[str]:
-        """One line per baseline, e.g. 'edge over buy_and_hold: not supported (DSR 0.31, PBO 0.62, ...)'."""
+        """One line per baseline, e.g. 'edge over buy_and_hold: not supported (DSR 0.31, PBO 0.62, ...)', or with a
+        caveat 'edge over flat: not supported: one seed (DSR 0.98, ...)'."""
         pbo = "n/a" if self.pbo is None else f"{self.pbo.pbo:.2f}"
-        suffix = f"; {', '.join(self.caveats)}" if self.caveats else ""
-        return [f"edge over {e.baseline}: {'supported' if e.supported else 'not supported'} "
+        return [f"edge over {e.baseline}: {e.word()} "
                 f"(DSR {_fmt(e.dsr)}, {_fmt(e.dsr_effective)} at effective {self.n_effective:.1f}, PBO {pbo}, "
-                f"agent wins {e.wins} of {e.folds} folds{suffix}{_left_out(e)})"
+                f"agent wins {e.wins} of {e.folds} folds{_left_out(e)})"
                 for e in self.edges]
 
     def tags(self) -> dict[str, str]:
@@ -172,6 +177,18 @@ class Verdict:
             values["verdict/pbo"] = float(self.pbo.pbo)
         values["verdict/folds"], values["verdict/seeds"] = float(self.n_folds), float(self.n_seeds)
         return {k: v for k, v in values.items() if math.isfinite(v)}
+
+
+def verdict_caveats(n_folds: int, n_seeds: int, missing: str) -> tuple[str, ...]:
+    """What makes a verdict not enough for one: one split, one seed, or planned folds and seeds that have no result."""
+    caveats = []
+    if n_folds == 1:
+        caveats.append("one split")
+    if n_seeds == 1:
+        caveats.append("one seed")
+    if missing:
+        caveats.append(missing)
+    return tuple(caveats)
 
 
 def _left_out(edge: Edge) -> str:
@@ -328,9 +345,10 @@ def configuration_series(trial_returns: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
-                  threshold: float = DSR_THRESHOLD, prior: PriorTrials | None = None) -> Verdict:
+                  threshold: float = DSR_THRESHOLD, prior: PriorTrials | None = None, missing: str = "") -> Verdict:
     """The verdict of one group's trials (see the module docstring); `threshold`: the DSR an edge needs; `prior`:
-    what the trials ledger holds of earlier attempts on the same data and windows."""
+    what the trials ledger holds of earlier attempts on the same data and windows; `missing`: the planned folds and
+    seeds with no finished trial (a caveat: with it no edge is supported)."""
     prior = prior or PriorTrials()
     if not trials or any(t.report.returns is None for t in trials):
         raise ValueError("a verdict needs test-period returns for every trial")
@@ -355,18 +373,19 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
     n_effective = participation_ratio(pd.concat([configuration_series(trial_returns),
                                                  prior.configuration_returns], axis=1))
     agent_sharpes = per_fold.xs(AGENT, level="strategy")["sharpe"]
+    caveats = verdict_caveats(len(folds), len(seeds), missing)
     edges = []
     for name in baselines:
         base_sharpes = per_fold.xs(name, level="strategy")["sharpe"]
         wins = int((agent_sharpes > base_sharpes).sum())
         base = _stitch([chosen[fold][0] for fold in folds], name)
-        edges.append(_edge(name, agent_series, base, every_trial, n_tried, n_effective, wins, len(folds),
-                           periods_per_year, threshold))
+        edges.append(dataclasses.replace(_edge(name, agent_series, base, every_trial, n_tried, n_effective, wins,
+                                               len(folds), periods_per_year, threshold), caveats=caveats))
     summary = _summary(chosen, per_fold, baselines, edges)
     return Verdict(per_fold=per_fold, summary=summary, edges=edges,
                    returns=trial_returns, selected=selected, n_folds=len(folds), n_seeds=len(seeds),
                    n_configurations=n_configurations, threshold=threshold, n_tried=n_tried, n_effective=n_effective,
-                   attempt=prior.attempts + 1, ledger_note=prior.note)
+                   attempt=prior.attempts + 1, ledger_note=prior.note, missing=missing)
 
 
 def _summary(chosen: dict[int, list[ScoredTrial]], per_fold: pd.DataFrame,

@@ -40,7 +40,8 @@ def test_a_trading_baseline_added_to_the_table_is_backtested_like_the_others(mon
     assert list(report.table.index) == ["agent", "buy_and_hold", "flat", "sma_24_96", "half"]
     assert list(report.returns.columns) == list(report.table.index)
     held = report.table.loc["half"]
-    assert held["exposure"] == pytest.approx(0.5) and held["trades"] >= 1 and held["fees_paid"] > 0
+    assert held["target_exposure"] == 0.5 and held["trades"] >= 1 and held["fees_paid"] > 0
+    assert held["exposure"] == pytest.approx(0.5, abs=0.1)  # held, so it drifts with the price
 
 
 def test_a_prioritization_baseline_added_to_the_table_is_scored_on_every_cycle(monkeypatch):

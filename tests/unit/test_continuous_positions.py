@@ -308,7 +308,8 @@ def test_the_backtest_scores_a_constant_half_exposure_next_to_the_baselines(walk
     report = evaluate_policy(lambda obs: np.full((len(obs), 1), 0.5, dtype=np.float32), config)
     assert list(report.table.index) == ["agent", "buy_and_hold", "flat", "sma_24_96"]
     agent, hold = report.table.loc["agent"], report.table.loc["buy_and_hold"]
-    assert agent["trades"] == 1 and math.isclose(agent["exposure"], 0.5)
+    assert agent["trades"] == 1 and agent["target_exposure"] == 0.5
+    assert agent["exposure"] != 0.5 and abs(agent["exposure"] - 0.5) < 0.1  # what was held drifted with the price
     # Half in the coin: half buy-and-hold's return, give or take the costs of one fill.
     assert math.isclose(agent["final_equity"] - 1.0, (hold["final_equity"] - 1.0) / 2, abs_tol=0.01)
     assert report.table.loc["flat", "final_equity"] == 1.0 and hold["trades"] == 1
@@ -401,3 +402,27 @@ def test_a_paper_replay_of_a_continuous_policy_is_the_backtests_equity_curve(rea
     equity, book = paper_replay_of_test_window(reader, policy, BTC, env)
     assert np.array_equal(equity, report.series["agent"].to_numpy())
     assert book.ledger.trades == report.table.loc["agent", "trades"] > 10
+
+
+def test_exposure_is_what_was_held_after_drift_and_min_trade_and_the_target_is_its_own_column(walk_file):
+    """`exposure` is the mean |units x close| / equity over the closes after the first, stepped here bar by bar with
+    the ledger; `target_exposure` the mean target asked. With min_trade, small moves of the target are not traded and
+    the held exposure drifts with the price, so the two differ."""
+    from envs.trading.ledger import Ledger, trade_bar
+
+    config = {"data_path": walk_file, "positions": "continuous", "window": 8, "split_fractions": [0.6, 0.2, 0.2],
+              "min_trade": 0.05, "split": "test", "episode_length": None}
+    env = SpotTradingEnv(config)
+    policy = _sizer(env.observation_space.shape[0], seed=11)
+    report = evaluate_policy(policy, config)
+    targets = agent_targets(policy, env)
+    lo, hi = env.market.bounds["test"]
+    opens, closes = env.market.opens[lo:hi], env.market.closes[lo:hi]
+    ledger, held = Ledger(env.fee_rate, env.slippage_rate, env.cfg.maintenance_margin, min_trade=0.05), []
+    for i in range(1, hi - lo):
+        equity = trade_bar(ledger, float(targets[i - 1]), float(opens[i]), float(closes[i]))
+        held.append(abs(ledger.units) * closes[i] / equity)
+    agent = report.table.loc["agent"]
+    assert math.isclose(agent["exposure"], float(np.mean(held)), rel_tol=1e-12)
+    assert agent["target_exposure"] == float(np.mean(np.abs(targets[:-1])))
+    assert abs(agent["exposure"] - agent["target_exposure"]) > 1e-4

@@ -105,7 +105,7 @@ def test_a_real_edge_is_supported_and_noise_is_not():
 def test_one_split_or_one_seed_is_labelled():
     verdict = build_verdict(_trials(0.002, folds=1, seeds=1), "max", periods_per_year=8760)
     assert verdict.caveats == ["one split", "one seed"]
-    assert all(line.endswith("; one split, one seed)") for line in verdict.lines())
+    assert all(": not supported: one split, one seed (DSR" in line for line in verdict.lines())
     assert "not enough for a verdict" in verdict.scope()
 
 
@@ -213,3 +213,27 @@ def test_the_verdict_gives_the_runs_table_words_to_filter_by():
     assert set(noise.tags().values()) == {"not_supported"}
     noise.ledger_key, noise.attempt = "96da259eead97675", 3
     assert noise.tags()["ledger.key"] == "96da259eead97675" and noise.tags()["ledger.attempt"] == "3"
+
+
+@pytest.mark.parametrize("folds, seeds, missing, caveat", [
+    (4, 1, "", "one seed"),
+    (1, 2, "", "one split"),
+    (4, 2, "fold 3 seed 1 missing", "fold 3 seed 1 missing"),
+])
+def test_a_verdict_with_a_caveat_supports_nothing(folds, seeds, missing, caveat):
+    """A one-seed smoke verdict once said "not enough for a verdict" and flagged edges as supported (DSR 0.98), and a
+    supported verdict makes the first champion. Evidence that would pass (DSR 1.00, every fold won) with any caveat:
+    not supported, on the line, the tag and the metric."""
+    trials = _trials(0.002, folds=folds, seeds=seeds)
+    verdict = (build_verdict(trials, "max", periods_per_year=8760, missing=missing) if missing
+               else build_verdict(trials, "max", periods_per_year=8760))
+    assert verdict.caveats[-1] == caveat
+    assert all(edge.dsr >= 0.95 and edge.wins == edge.folds for edge in verdict.edges)  # the evidence alone would pass
+    assert not any(edge.supported for edge in verdict.edges)
+    for line, edge in zip(verdict.lines(), verdict.edges):
+        assert line.startswith(f"edge over {edge.baseline}: not supported: {', '.join(verdict.caveats)} (DSR 1.00")
+    assert set(verdict.tags().values()) == {"not_supported"}
+    metrics = verdict.metrics()
+    assert all(metrics[f"verdict/supported/{edge.baseline}"] == 0.0 for edge in verdict.edges)
+    whole = build_verdict(_trials(0.002, folds=4, seeds=2), "max", periods_per_year=8760)
+    assert all(whole.metrics()[f"verdict/supported/{edge.baseline}"] == 1.0 for edge in whole.edges)
