@@ -6,15 +6,16 @@ SAC RLModule's policy network (MLP encoder and head, Box actions) into a flat di
 `NumpyPolicy` runs that dict in float32 and returns the greedy actions, so the platform's scorer and a
 served model compute actions with the very same code.
 
-Bit-reproducibility: a batched matmul may sum a row's products in another order than a one-row matmul
-(BLAS blocks and threads by the batch's shape), so one observation's action could depend on the batch it
-came in. `NumpyPolicy` therefore evaluates observations in blocks of CHUNK_ROWS rows (the last block padded
-with zero rows), through the same numpy calls on 64-byte-aligned scratch blocks: every block has identical
-shapes, strides and alignment, and a row's products are summed in the same order wherever it sits in its
-block, so its result is the same bits in a batch of n as alone (tests/unit/test_numpy_policy.py checks every
-position in a block). (Across machines, numpy's BLAS picks its kernels by CPU, so the last bit
-may differ there, as it does for torch.) Only the export needs torch and Ray; it imports them inside
-`export_module`, never at load.
+Bit-reproducibility: a batched matmul (BLAS gemm) sums a row's products in an order that depends on where the row
+sits in its batch: OpenBLAS's kernels tile the rows and split them among threads, so one observation's action
+could depend on the batch it came in (seen on an AMD EPYC 7003: a row's bits changed with its position in a 32-row
+block). `NumpyPolicy` therefore multiplies every row by a weight matrix on its own, one vector-matrix product per
+row (numpy's stacked matmul: the loop over rows is numpy's, each product is BLAS's gemv), from scratch rows that
+each start on a 64-byte boundary: the same call on the same bits, wherever the row sits, so its result is the same
+bits in a batch of n as alone (tests/unit/test_numpy_policy.py checks every position in a block and other strides).
+Observations go through in blocks of CHUNK_ROWS rows, which bounds the scratch memory. (Across machines, numpy's
+BLAS picks its kernels by CPU, so the last bit may differ there, as it does for torch.) Only the export needs
+torch and Ray; it imports them inside `export_module`, never at load.
 """
 from __future__ import annotations
 
@@ -47,11 +48,11 @@ NETS = {"dqn": (["af", "encoder", "vf"], ["encoder", "q"]), "ppo": (["encoder", 
 ACTION_KEYS = {"dqn": "num_actions", "ppo": "num_actions", "sac": "action_size"}
 # The arrays of a SAC export's Box bounds, each float32 (action_size,).
 BOUNDS = ("action.low", "action.high")
-# Observations run through the net in blocks of this many rows (the last one padded with zeros): every block has the
-# same shape, so a row's bits do not depend on its batch, and a large batch (a CI cycle's round robin of test pairs)
-# costs one matmul per layer per block instead of one per row.
+# Observations run through the net in blocks of up to this many rows, through scratch rows reused from block to
+# block; a large batch (a CI cycle's round robin of test pairs) costs one numpy call per layer per block, whose loop
+# over the rows is numpy's.
 CHUNK_ROWS = 32
-ALIGNMENT = 64  # bytes: a cache line, and the widest SIMD register numpy's loops use (AVX-512)
+ALIGNMENT = 64  # bytes: every scratch row starts on this boundary (a cache line, the widest SIMD register: AVX-512)
 
 
 def _refuse(what: str) -> InputError:
@@ -351,36 +352,36 @@ class NumpyPolicy:
         if batch.ndim != 2 or batch.shape[1] != self.observation_size:
             raise ValueError(f"observations must have shape (n, {self.observation_size}); "
                              f"got {batch.shape}")
-        # Scratch blocks for this call (a policy may be called from several threads at once): every chunk of
-        # CHUNK_ROWS observations goes through the same buffers, so through the same shapes and alignment; a short
-        # last chunk is padded with zero rows, which are computed and dropped.
+        # Scratch blocks for this call (a policy may be called from several threads at once): every chunk of up to
+        # CHUNK_ROWS observations goes through the same buffers, each row on an ALIGNMENT boundary.
         blocks = self._scratch_rows()
-        block = blocks[0]
-        scratch = {name: blocks[where] for name, where in self._net_rows.items()}
         result = np.empty((len(batch), self.num_outputs), dtype=np.float32)
         with np.errstate(over="ignore"):  # silu's exp(-x) of a large negative x: inf, then the exact limit
             for start in range(0, len(batch), CHUNK_ROWS):
                 rows = min(CHUNK_ROWS, len(batch) - start)
-                block[:rows] = batch[start:start + rows]
-                block[rows:] = 0.0
-                latent = _run(self._encoder, scratch["encoder"], block)
+                used = [block[:rows] for block in blocks]  # each row is computed on its own: no padding rows
+                used[0][:] = batch[start:start + rows]
+                scratch = {name: used[where] for name, where in self._net_rows.items()}
+                latent = _run(self._encoder, scratch["encoder"], used[0])
                 if self._dueling:  # RLlib: advantages centred on their mean, plus the state value
                     advantages = _run(self._heads["af"], scratch["af"], latent)
                     value = _run(self._heads["vf"], scratch["vf"], latent)
                     np.subtract(advantages, _mean(advantages), out=advantages)
                     np.add(advantages, value, out=advantages)
-                    result[start:start + rows] = advantages[:rows]
+                    result[start:start + rows] = advantages
                 else:
                     head = self._single_head
-                    result[start:start + rows] = _run(self._heads[head], scratch[head], latent)[:rows]
+                    result[start:start + rows] = _run(self._heads[head], scratch[head], latent)
         return result
 
     def _scratch_rows(self) -> list[np.ndarray]:
-        """Fresh (CHUNK_ROWS, width) float32 blocks for one call, each starting on an ALIGNMENT-byte boundary."""
+        """Fresh (CHUNK_ROWS, width) float32 blocks for one call, every row starting on an ALIGNMENT-byte boundary
+        (rows padded to a multiple of it)."""
         raw = np.empty(CHUNK_ROWS * self._row_offsets[-1] + ALIGNMENT // 4, dtype=np.float32)
         base = (-raw.__array_interface__["data"][0] % ALIGNMENT) // 4
-        return [raw[base + CHUNK_ROWS * offset:base + CHUNK_ROWS * (offset + width)].reshape(CHUNK_ROWS, width)
-                for offset, width in zip(self._row_offsets, self._row_widths, strict=False)]
+        spans = zip(self._row_offsets[:-1], self._row_offsets[1:], self._row_widths, strict=True)
+        return [raw[base + CHUNK_ROWS * start:base + CHUNK_ROWS * end].reshape(CHUNK_ROWS, end - start)[:, :width]
+                for start, end, width in spans]
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
         """The greedy actions: (n,) int64, the argmax of `outputs` (the first on a tie, as torch.argmax), or for
@@ -402,7 +403,7 @@ def _run(steps: list[_Step], scratch: list[np.ndarray], row: np.ndarray) -> np.n
     for step in steps:
         if step.op == "linear":
             out = next(buffers)
-            np.matmul(row, step.weight, out=out)
+            np.matmul(row[:, None, :], step.weight, out=out[:, None, :])  # a product per row (module docstring)
             if step.bias is not None:
                 np.add(out, step.bias, out=out)
             row = out

@@ -63,6 +63,36 @@ def _median_ms(call, repeats: int) -> float:
     return statistics.median(samples)
 
 
+def numpy_vs_torch_forward_ms(observation_size: int, repeats: int) -> tuple[float, float]:
+    """One decision through the numpy forward pass a registered model serves with, against the same RLModule's torch
+    `forward_inference` (the main job's 128x128 ReLU dueling DQN, untrained: the time does not depend on the
+    weights), median ms over `repeats` after a warm-up."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    from algos.dqn import SPEC
+    from algos.numpy_policy import NumpyPolicy, export_module
+
+    config = DQNConfig().environment(observation_space=gym.spaces.Box(-10, 10, (observation_size,), np.float32),
+                                     action_space=gym.spaces.Discrete(3))
+    module = config.training(dueling=True).rl_module(
+        model_config={"fcnet_hiddens": [128, 128], "fcnet_activation": "relu"}).get_rl_module_spec().build()
+    module.eval()
+    policy = NumpyPolicy.from_arrays(export_module(module, SPEC.greedy))
+    observation = np.random.default_rng(3).standard_normal((1, observation_size)).astype(np.float32)
+
+    def torch_decision() -> None:
+        with torch.no_grad():
+            module.forward_inference({"obs": torch.as_tensor(observation)})
+
+    for decide in (lambda: policy(observation), torch_decision):  # warm-up
+        for _ in range(50):
+            decide()
+    return _median_ms(lambda: policy(observation), repeats), _median_ms(torch_decision, repeats)
+
+
 def run(budget: Budget) -> Report:
     import mlflow
     import requests
@@ -91,6 +121,7 @@ def run(budget: Budget) -> Report:
         repeats = 20 if budget.quick else 200
         in_process = _median_ms(lambda: model.predict(window), repeats)
         forward_pass = _median_ms(lambda: policy(observation), repeats)
+        numpy_ms, torch_ms = numpy_vs_torch_forward_ms(observation.shape[1], repeats)
         port = _free_port()
         server = subprocess.Popen([sys.executable, "-m", "experiments.serve", f"models:/{name}@champion",
                                    "--port", str(port)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -116,6 +147,9 @@ def run(budget: Budget) -> Report:
         Figure("one decision from the last bars, in process, vs the forward pass alone", "ms", in_process,
                forward_pass, higher_is_better=False, target="<= 20 ms", met=in_process <= 20.0,
                note=f"{reader.bars_needed} bars in, features and normalization computed; median of {repeats}"),
+        Figure("the forward pass alone: numpy (what the registered model serves with) vs torch forward_inference of "
+               "the same RLModule (128x128 dueling DQN)", "ms", numpy_ms, torch_ms, higher_is_better=False,
+               note=f"one observation of {observation.shape[1]} floats; median of {repeats}"),
         Figure("one decision through mlflow models serve (HTTP, 127.0.0.1) vs in process", "ms", http, in_process,
                higher_is_better=False, target="<= 100 ms", met=http <= 100.0, note=f"median of {repeats}"),
         Figure(f"paper trading a year of hourly bars ({HOURS_A_YEAR:,}), command line, logged to MLflow", "s", paper,
