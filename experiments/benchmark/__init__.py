@@ -20,7 +20,8 @@ both see the same machine and the same load):
 - `system`:   DQN training with each trial's system metrics sampled vs without (tracking.system_metrics).
 
 Peers come from the `bench` extra (`pip install -e .[bench]`); a sub-benchmark whose peer is
-missing is skipped with the install command. Results: `benchmarks/results/<name>.json`.
+missing is skipped with the install command. Results: `runs/benchmarks/<name>.json` (untracked);
+`--output benchmarks/results` replaces the tracked figures the docs cite.
 """
 from experiments.benchmark.common import BENCHMARKS, PeerMissing
 

@@ -27,7 +27,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--time-limit", type=float, default=None, dest="time_limit_s",
                         help="seconds per run for open-ended runs (solve); default 120, quick 60")
     parser.add_argument("--output", type=Path, default=common.RESULTS_DIR,
-                        help="folder for <name>.json (default benchmarks/results)")
+                        help="folder for <name>.json (default runs/benchmarks, untracked; the figures the docs "
+                             "cite are in benchmarks/results: pass --output benchmarks/results to replace them)")
     parser.add_argument("--no-variants", dest="variants", action="store_false",
                         help="skip the variant rows of train and solve (uniform replay, stock RLlib DQN)")
     parser.add_argument("--json", action="store_true", help="print the full JSON document after each table")

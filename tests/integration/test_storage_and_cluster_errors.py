@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import REPO
 from tests.servers import free_port, s3_server
 
+pytestmark = pytest.mark.slow  # real servers (moto's S3 on loopback), subprocesses
+
 BUCKET = "team"
 
 

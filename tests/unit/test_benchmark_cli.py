@@ -64,6 +64,20 @@ def test_env_benchmark_tiny_budget_writes_json(tmp_path):
         assert figure["platform"] > 0 and figure["peer"] > 0 and figure["unit"] == "steps/s"
 
 
+@pytest.mark.skipif(not HAS_ANYTRADING, reason='gym-anytrading is not installed: pip install -e ".[bench]"')
+def test_a_run_without_output_writes_under_runs_and_leaves_the_tracked_results_alone(tmp_path, monkeypatch):
+    """A user's benchmark run must not dirty their checkout: the default is runs/benchmarks (untracked, under the
+    working folder); the tracked benchmarks/results/*.json change only with --output benchmarks/results."""
+    from tests.conftest import REPO
+
+    tracked = REPO / "benchmarks" / "results" / "env.json"
+    before = tracked.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    assert main(["env", "--quick", "--steps", "400"]) == 0
+    assert json.loads((tmp_path / "runs" / "benchmarks" / "env.json").read_text())["budget"]["steps"] == 400
+    assert tracked.read_bytes() == before
+
+
 def test_missing_peer_is_skipped_with_install_hint(tmp_path, monkeypatch, capsys):
     import experiments.benchmark.common as common
 
