@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import stat
 from pathlib import Path
 from typing import MutableMapping
@@ -29,6 +28,7 @@ from rich.console import Console
 from envs.errors import InputError
 from experiments.plan import numerics
 from experiments.plan.cluster import LOCAL, RayTarget
+from experiments.plan.ports import port_is_free
 from experiments.plan.ray_leftovers import reap_orphans
 from experiments.shell import tool_command
 
@@ -119,17 +119,6 @@ def moved_note(url: str | None, asked_port: int | None) -> str:
     if asked_port is not None or not url or url.endswith(f":{DEFAULT_DASHBOARD_PORT}"):
         return ""
     return f" ({DEFAULT_DASHBOARD_PORT} is taken, by another run here)"
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """Whether `host:port` can be bound now (the test Ray itself makes before it refuses with a traceback)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def print_dashboard(url: str | None, console: Console, note: str = "") -> None:
