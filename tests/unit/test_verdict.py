@@ -224,16 +224,16 @@ def test_a_verdict_with_a_caveat_supports_nothing(folds, seeds, missing, caveat)
     """A one-seed smoke verdict once said "not enough for a verdict" and flagged edges as supported (DSR 0.98), and a
     supported verdict makes the first champion. Evidence that would pass (DSR 1.00, every fold won) with any caveat:
     not supported, on the line, the tag and the metric."""
-    trials = _trials(0.002, folds=folds, seeds=seeds)
+    trials = _trials(0.002, folds=folds, seeds=seeds, bars=30)  # short: CSCV's PBO takes fewer splits
     verdict = (build_verdict(trials, "max", periods_per_year=8760, missing=missing) if missing
                else build_verdict(trials, "max", periods_per_year=8760))
     assert verdict.caveats[-1] == caveat
     assert all(edge.dsr >= 0.95 and edge.wins == edge.folds for edge in verdict.edges)  # the evidence alone would pass
     assert not any(edge.supported for edge in verdict.edges)
     for line, edge in zip(verdict.lines(), verdict.edges):
-        assert line.startswith(f"edge over {edge.baseline}: not supported: {', '.join(verdict.caveats)} (DSR 1.00")
+        assert line.startswith(f"edge over {edge.baseline}: not supported: {', '.join(verdict.caveats)} (DSR "
+                               f"{edge.dsr:.2f}")
     assert set(verdict.tags().values()) == {"not_supported"}
     metrics = verdict.metrics()
     assert all(metrics[f"verdict/supported/{edge.baseline}"] == 0.0 for edge in verdict.edges)
-    whole = build_verdict(_trials(0.002, folds=4, seeds=2), "max", periods_per_year=8760)
-    assert all(whole.metrics()[f"verdict/supported/{edge.baseline}"] == 1.0 for edge in whole.edges)
+    # the same evidence without a caveat is supported: test_the_verdict_gives_the_runs_table_words_to_filter_by
