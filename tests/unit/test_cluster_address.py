@@ -3,7 +3,7 @@ line, stale files ignored.
 
 A GCS must answer a request, not only accept a TCP connect: `answers` stands in for a GCS that does (the request is
 passed in, `ask`), `closing` is a port that accepts and closes at once (the real request must fail there), and one
-slow test asks a real `ray start` GCS (tests/unit/test_cluster_lost.py)."""
+slow test asks a real `ray start` GCS (tests/integration/test_joined_cluster_killed.py)."""
 from __future__ import annotations
 
 import os
