@@ -89,3 +89,10 @@ def test_experiments_keeps_its_commands_at_the_top_and_the_rest_in_rooms():
         if path.name in ("__init__.py", "shell.py"):  # the package, and what every command prints with
             continue
         assert 'if __name__ == "__main__":' in path.read_text(), f"{path.name} is not a command: move it into a room"
+
+
+def test_no_two_test_modules_share_a_name():
+    """tests/ has no packages: pytest imports each test module by its basename, and a second module of the same name
+    stops the whole collection ('import file mismatch')."""
+    names = [path.name for path in (REPO / "tests").rglob("test_*.py")]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
