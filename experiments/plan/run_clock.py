@@ -41,4 +41,5 @@ class RunClock:
         if mean <= self.cores:
             return ""
         return (f"; the machine was busy: load average {mean:.1f} on average (peak {max(self.samples):.1f}) on "
-                f"{self.cores} cores, so the run had less CPU than the estimate assumes")
+                f"{self.cores} cores, more runnable processes than cores (this run's own included), so it had less "
+                "CPU than the estimate assumes")

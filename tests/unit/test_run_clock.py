@@ -14,8 +14,9 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "getloadavg"), reason="no load a
 def test_a_load_above_the_cores_is_said_with_its_mean_and_peak():
     clock = RunClock(interval_s=3600, cores=2)
     clock.samples = [6.0, 12.0, 9.0]
-    assert clock.busy_note() == ("; the machine was busy: load average 9.0 on average (peak 12.0) on 2 cores, so the "
-                                 "run had less CPU than the estimate assumes")
+    assert clock.busy_note() == ("; the machine was busy: load average 9.0 on average (peak 12.0) on 2 cores, more "
+                                 "runnable processes than cores (this run's own included), so it had less CPU than "
+                                 "the estimate assumes")
 
 
 def test_a_machine_no_busier_than_its_cores_adds_nothing():
