@@ -200,7 +200,9 @@ def test_paper_trading_steps_over_holes_a_file_records_and_refuses_others_before
     holed = bars.drop(bars.index[-500:-480]).drop(bars.index[-300:-297])
     recorded = save_bars(holed, loop.root / "holed.parquet", "BTC-USD", "1h", gaps="drop")
     model = f"models:/{loop.model}@champion"
-    local = loop.module("experiments.paper", model, "--bars", recorded)
+    # The last 600 bars, without the drift band (it replays the model's whole test window first)
+    window = ["--start", str(holed.index[-600]), "--drift-bars", str(len(holed))]
+    local = loop.module("experiments.paper", model, "--bars", recorded, *window)
     assert local.returncode == 0, local.stdout + local.stderr
     client = loop.client
     experiment = client.get_experiment_by_name(f"{loop.model}-paper").experiment_id
@@ -209,14 +211,14 @@ def test_paper_trading_steps_over_holes_a_file_records_and_refuses_others_before
     steps = [m.step for m in equity_history(client, run.info.run_id)]
     assert int(holed.index[-480].timestamp()) in steps and int(bars.index[-490].timestamp()) not in steps
     served_copy = save_bars(holed, loop.root / "holed_http.parquet", "BTC-USD", "1h", gaps="drop")
-    through_http = loop.module("experiments.paper", model, "--bars", served_copy, "--serve-url", url)
+    through_http = loop.module("experiments.paper", model, "--bars", served_copy, "--serve-url", url, *window)
     assert through_http.returncode == 0, through_http.stdout + through_http.stderr
     other = client.search_runs([experiment], f"tags.bars = '{served_copy}'")[0]
     assert [m.value for m in equity_history(client, other.info.run_id)] == [
         m.value for m in equity_history(client, run.info.run_id)]
 
     unrecorded = save_bars(holed, loop.root / "unrecorded.parquet", "BTC-USD", "1h")  # gaps: ffill, yet holes
-    refused = loop.module("experiments.paper", model, "--bars", unrecorded)
+    refused = loop.module("experiments.paper", model, "--bars", unrecorded, *window)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
     assert "23 missing bars" in refused.stderr and "--gaps drop" in refused.stderr
     assert not client.search_runs([experiment], f"tags.bars = '{unrecorded}'")
@@ -235,12 +237,13 @@ def test_paper_trading_a_csv_export_is_paper_trading_its_bars(operations_loop):
     csv = loop.root / "export.csv"
     export.assign(Symbol="BTCUSD").to_csv(csv, index=False, float_format="%.17g")
     model = f"models:/{loop.model}@champion"
-    for path in (parquet, csv):
-        result = loop.module("experiments.paper", model, "--bars", path)
+    for path in (parquet, csv):  # the last 300 bars, without the drift band (its replay of the test window)
+        result = loop.module("experiments.paper", model, "--bars", path, "--start", str(bars.index[-300]),
+                             "--drift-bars", str(len(bars)))
         assert result.returncode == 0, result.stdout + result.stderr
     client = loop.client
     experiment = client.get_experiment_by_name(f"{loop.model}-paper").experiment_id
     histories = [equity_history(client, client.search_runs([experiment], f"tags.bars = '{path}'")[0].info.run_id)
                  for path in (parquet, csv)]
     parquet_steps, csv_steps = ([(m.step, m.value) for m in history] for history in histories)
-    assert len(parquet_steps) > 100 and parquet_steps == csv_steps
+    assert len(parquet_steps) == 300 and parquet_steps == csv_steps
