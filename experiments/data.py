@@ -31,7 +31,7 @@ import pandas as pd
 
 from envs.errors import InputError
 from envs.trading.bars_update import NewBars, dataset_identity, plan_update, timeframe_mismatch
-from envs.trading.csv_import import STAMPS, ImportReport, check_symbol, import_csv
+from envs.trading.csv_import import STAMPS, ImportReport, import_csv
 from envs.trading.data import (
     GAP_POLICIES,
     TIMEFRAMES,
@@ -42,7 +42,7 @@ from envs.trading.data import (
     save_bars,
     timeframe_delta,
 )
-from envs.trading.symbols import canonical_symbol
+from envs.trading.symbols import canonical_symbol, check_symbol
 from experiments.shell import runnable
 
 DEFAULT_DIR = Path("data") / "raw"

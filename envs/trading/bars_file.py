@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from envs.errors import InputError
-from envs.trading.csv_import import check_symbol, head_lines, import_csv, stated_symbol
+from envs.trading.csv_import import head_lines, import_csv, stated_symbol
 from envs.trading.data import GAPS_KEPT, find_gaps, load_bars
+from envs.trading.symbols import check_symbol
 
 
 @dataclass

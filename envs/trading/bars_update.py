@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from envs.trading.csv_import import check_symbol
 from envs.trading.data import (
     BAR_COLUMNS,
     TIMEFRAMES,
@@ -30,6 +29,7 @@ from envs.trading.data import (
     timeframe_delta,
     validate_bars,
 )
+from envs.trading.symbols import check_symbol
 
 # Overlapping values closer than this (relative) are the same bar: a CSV's decimal text may not round-trip the
 # last bit of a float. Anything larger is a different bar.

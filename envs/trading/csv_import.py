@@ -10,7 +10,7 @@ timeframe's UTC grid (10:30 for 1h bars), close time stamps (10:59:59.999, shift
 when asked), and conflicting duplicates. What it does, it reports: exact duplicates dropped, gaps and how
 they were handled, stamps shifted, the volume column taken when it is not plain `volume`. What a file says
 about its market (a `Symbol` column, a `Volume ETH` column's unit, a parquet's metadata) is read by
-`stated_symbol` and compared with `check_symbol`, so an export of another coin is not appended to a dataset.
+`stated_symbol` and compared with `envs.trading.symbols.check_symbol`, so an export of another coin is not appended to a dataset.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from envs.trading.data import (
     timeframe_delta,
     validate_bars,
 )
-from envs.trading.symbols import same_symbol, symbol_parts
+from envs.trading.symbols import symbol_parts
 
 # Columns that different exporters use for the bar's opening time.
 TIME_COLUMNS = ("timestamp", "date", "datetime", "time", "open_time", "unix", "open time")
@@ -117,17 +117,6 @@ def stated_symbol(bars: pd.DataFrame | str | Path, source: str | None = None) ->
         if named:
             return named[0]
     return next((unit for unit in map(_volume_unit, columns) if unit), None)
-
-
-def check_symbol(stated: str | None, expected: str, source: str, target: str = "expected", fix: str = "") -> None:
-    """Refuse bars whose file states another market than `expected` (an InputError naming `source`, both
-    symbols and `fix`): without it an export of ETH appends to a BTC history and exits 0. The same market spelled
-    otherwise passes (`same_symbol`), and so does a file that states nothing. `target` is the words before
-    `expected` in the message, naming what holds it ('data/raw/BTC-USD_1h.parquet holds', '--symbol is')."""
-    if stated is None or same_symbol(stated, expected):
-        return
-    raise InputError(f"{source}: holds {stated} bars but {target} {expected}: "
-                     f"{fix or f'use a file of {expected} bars'}")
 
 
 def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: str | None = None,

@@ -50,3 +50,14 @@ def same_symbol(first: str, second: str) -> bool:
     """Whether two spellings name one market; a bare asset (no quote) matches any market of that base."""
     (base, quote), (other_base, other_quote) = symbol_parts(first), symbol_parts(second)
     return base == other_base and (quote is None or other_quote is None or quote == other_quote)
+
+
+def check_symbol(stated: str | None, expected: str, source: str, target: str = "expected", fix: str = "") -> None:
+    """Refuse bars whose file states another market than `expected` (an InputError naming `source`, both
+    symbols and `fix`): without it an export of ETH appends to a BTC history and exits 0. The same market spelled
+    otherwise passes (`same_symbol`), and so does a file that states nothing. `target` is the words before
+    `expected` in the message, naming what holds it ('data/raw/BTC-USD_1h.parquet holds', '--symbol is')."""
+    if stated is None or same_symbol(stated, expected):
+        return
+    raise InputError(f"{source}: holds {stated} bars but {target} {expected}: "
+                     f"{fix or f'use a file of {expected} bars'}")

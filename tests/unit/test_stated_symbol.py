@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from envs.errors import InputError
-from envs.trading.csv_import import check_symbol, stated_symbol
+from envs.trading.csv_import import stated_symbol
 from envs.trading.data import load_bars, save_bars
+from envs.trading.symbols import check_symbol
 from experiments import data as data_cli
 from tests.conftest import random_walk_bars
 
