@@ -247,8 +247,9 @@ def load_market(cfg: TradingConfig) -> Market:
     timeframe_delta(timeframe)
     n = len(bars)
     source = str(cfg.data_path or cfg.symbol)
-    fold = cfg.split_protocol().fold(n, cfg.fold, min_rows=max(cfg.window, 3), source=f"{source}: protocol")
-    test_windows = tuple(f.test for f in cfg.split_protocol().folds_for(n, min_rows=max(cfg.window, 3)))
+    protocol = cfg.split_protocol()
+    fold = protocol.fold(n, cfg.fold, min_rows=max(cfg.window, 3), source=f"{source}: protocol")
+    test_windows = tuple(f.test for f in protocol.folds_for(n, min_rows=max(cfg.window, 3)))  # the ledger's windows
     bounds = {name: fold.part(name) for name in SPLITS}
     where = f"{source}: fold {fold.index}"
     needed, _ = bars_needed(cfg.feature_items(), timeframe)
