@@ -3,7 +3,8 @@
 Reads CryptoDataDownload exports, header-less exchange kline dumps (Binance-style) and
 generic OHLCV CSVs, reports gaps and how they were handled, and writes
 `data/raw/<SYMBOL>_<TF>.parquet` (atomically) for `environment.env_config.data_path`.
-`show FILE` prints a parquet's range, bar count and gaps; `resample FILE --timeframe 1h` writes coarser bars;
+`show FILE` prints a parquet's range, bar count, gaps and calendar (bars a year); `resample FILE --timeframe 1h` writes
+coarser bars;
 `features [NAME]` lists what a feature list may name (every TA-Lib function, allowed or refused with why). `fetch SYMBOL... --timeframe 1h
 [--exchange binance] [--since 2023-01-01]` downloads bars with ccxt (needs network) into the same
 parquet layout (see envs.trading.fetch).
@@ -31,6 +32,7 @@ import pandas as pd
 
 from envs.errors import InputError
 from envs.trading.bars_update import NewBars, dataset_identity, plan_update, timeframe_mismatch
+from envs.trading.calendar import ALL_WEEK, bars_per_year, detect_calendar
 from envs.trading.csv_import import STAMPS, ImportReport, import_csv
 from envs.trading.data import (
     GAP_POLICIES,
@@ -56,7 +58,7 @@ def _import(args: argparse.Namespace) -> int:
     _check_declared(report, symbol, args.file)
     if out.exists() and not args.force:
         raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
-    save_bars(bars, out, symbol, args.timeframe, gaps=args.gaps)
+    save_bars(bars, out, symbol, args.timeframe, gaps=args.gaps, calendar=report.calendar)
     print(f"{args.file}: {len(bars)} {args.timeframe} bars of {symbol} {bars.index[0]} .. {bars.index[-1]}")
     for line in report.lines():
         print(f"  {line}")
@@ -77,8 +79,10 @@ def _show(args: argparse.Namespace) -> int:
     print(f"{args.file}: symbol {bars.attrs.get('symbol', '?')}, {len(bars)} {timeframe or '?'} bars, "
           f"{bars.index[0]} .. {bars.index[-1]}")
     if timeframe:
+        calendar = bars.attrs.get("calendar") or detect_calendar(bars.index, timeframe)  # as the env reads it
         kept = " (kept on purpose: imported with --gaps drop)" if bars.attrs.get("gaps") == "drop" else ""
-        print(f"gaps: {find_gaps(bars.index, timeframe).describe()}{kept}")
+        print(f"gaps: {find_gaps(bars.index, timeframe, calendar).describe()}{kept}")
+        print(f"calendar: {calendar}, {bars_per_year(bars.index, timeframe, calendar):.0f} bars a year")
     print(bars.describe().loc[["min", "max", "mean"]].to_string())
     return 0
 
@@ -94,7 +98,8 @@ def _resample(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
     higher = resample_bars(bars, args.timeframe, base)
-    save_bars(higher, out, symbol, args.timeframe, gaps=bars.attrs.get("gaps", "ffill"))
+    save_bars(higher, out, symbol, args.timeframe, gaps=bars.attrs.get("gaps", "ffill"),
+              calendar=bars.attrs.get("calendar", ALL_WEEK))
     print(f"{args.file}: {len(bars)} {base} bars -> {len(higher)} {args.timeframe} bars of {symbol} "
           f"{higher.index[0]} .. {higher.index[-1]} (partial first/last periods dropped)")
     print(f"wrote {out}" + (" (replaced)" if args.force else ""))
@@ -176,7 +181,7 @@ def _update(args: argparse.Namespace) -> int:
         print(update.unchanged_line(args.path))
         return 0
     kept = replace_dataset(dataset, update.bars, stored.attrs["digest"], symbol, timeframe,
-                           stored.attrs.get("gaps", "ffill"))
+                           stored.attrs.get("gaps", "ffill"), stored.attrs.get("calendar", ALL_WEEK))
     for line in [*update.lines(), *notes, f"previous version kept as {kept}", f"wrote {args.path}"]:
         print(line)
     return 0

@@ -122,7 +122,8 @@ class PaperTrader:
             why = self.reader.refusal if self.reader and self.reader.refusal else "its env has no bars"
             raise InputError(f"{args.model}: {why}: paper trading needs a model that reads bars")
         self.decide = self._http_decider(args.serve_url) if args.serve_url else self._local_decider()
-        self.bars_file = BarsFile(str(args.bars), self.reader.symbol, self.reader.timeframe, follow=args.follow)
+        self.bars_file = BarsFile(str(args.bars), self.reader.symbol, self.reader.timeframe, follow=args.follow,
+                                  calendar=self.reader.calendar)
 
     def _asked(self, bars: pd.DataFrame, held: float) -> pd.DataFrame:
         """What the model is given: the last bars, the held position and, for a file that records its holes
@@ -227,7 +228,6 @@ class PaperTrader:
         return max(row, self.reader.bars_needed - 1)
 
     def _band(self, bars: pd.DataFrame) -> DriftBand | None:
-        from envs.trading.data import bars_per_year
         from envs.trading.paper import new_book, replay
 
         lo, hi = (int(bars.index.searchsorted(pd.Timestamp(self.version.tags.get(k, "NaT")))) for k in
@@ -241,7 +241,7 @@ class PaperTrader:
         equity = replay(book, bars, range(lo, hi + 1), self.reader.bars_needed, self._local_decider(),
                         lambda _s, _o: traded.append(book.ledger.traded_notional))
         rows = np.column_stack([np.r_[0.0, np.diff(np.log(equity))], np.r_[0.0, np.diff(traded)]])
-        per_year = bars_per_year(self.reader.timeframe)
+        per_year = self.reader.periods_per_year(bars)  # as the backtest annualized
         sharpe, turnover = rolling_stats(rows, self.args.drift_bars, per_year)
         return DriftBand(self.args.drift_bars, per_year, tuple(np.percentile(sharpe, [5, 95])),
                          tuple(np.percentile(turnover, [5, 95])))

@@ -163,6 +163,7 @@ def forward_rows(bars: pd.DataFrame, forward_bars: int, champion: Any | None, da
 def cut_copy(bars: pd.DataFrame, stop: int, storage: Any, folder: tuple[str, ...], local: Path) -> str:
     """The bars before row `stop`, as a dataset the challenger trains on, in the storage (written whole: a local
     file renamed into place, one PUT on S3; reused if present); its path or s3:// URI."""
+    from envs.trading.calendar import ALL_WEEK
     from envs.trading.data import save_bars
 
     part = bars.iloc[:stop]
@@ -172,7 +173,7 @@ def cut_copy(bars: pd.DataFrame, stop: int, storage: Any, folder: tuple[str, ...
         local.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")
         save_bars(part, temporary, bars.attrs.get("symbol", ""), bars.attrs.get("timeframe", ""),
-                  gaps=bars.attrs.get("gaps", "ffill"))
+                  gaps=bars.attrs.get("gaps", "ffill"), calendar=bars.attrs.get("calendar", ALL_WEEK))
         temporary.replace(path)
     if storage.is_local:
         return str(path.resolve())

@@ -56,7 +56,7 @@ def bare_market(opens, closes):
     return Market(timestamps=pd.date_range("2022-01-01", periods=n, freq="1h", tz="UTC").to_numpy(),
                   opens=np.asarray(opens, dtype=np.float64), closes=np.asarray(closes, dtype=np.float64),
                   features=np.zeros((n, 1)), bounds={"train": whole, "validation": whole, "test": whole},
-                  timeframe="1h", fold=Fold(0, whole, whole, whole))
+                  timeframe="1h", fold=Fold(0, whole, whole, whole), bars_per_year=8760.0)
 
 
 def paper_replay_of_test_window(reader, policy, bars, env):

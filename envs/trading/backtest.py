@@ -14,7 +14,6 @@ import pandas as pd
 
 from envs.baselines import Baseline, baseline_table
 from envs.report import EvaluationReport, Policy
-from envs.trading.data import bars_per_year
 from envs.trading.env import SpotTradingEnv
 from envs.trading.ledger import Ledger, simulate_positions
 from envs.trading.positions import policy_action
@@ -100,7 +99,7 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
     lo, hi = market.bounds[env.cfg.split]
     # Like the env walk: decisions at closes lo .. hi-2, fills at opens lo+1 .. hi-1.
     opens, closes = market.opens[lo:hi], market.closes[lo:hi]
-    ppy = bars_per_year(market.timeframe)
+    ppy = market.bars_per_year  # the data's calendar (24/7: 365 days of bars; weekdays: its bars a year)
 
     strategies = {"agent": agent_targets(policy, env), **baseline_targets(market.closes, lo, hi)}
     # One ledger for all: the agent's equity is replayed from its positions, which gives the same

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.calendar import ALL_WEEK, bars_per_year, closed_bars_between
 from envs.trading.data import GAPS_KEPT, timeframe_delta
 from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
 from envs.trading.features.spec import parse_features_json
@@ -70,6 +71,11 @@ class BarReader:
     # read bars with holes, stepped over as the env steps over them. Bars whose `gaps` column says "drop" (paper
     # trading on a file imported with --gaps drop) are read so too.
     gaps: str = "ffill"
+    # The calendar of the bars it was trained on (envs.trading.calendar): weekdays reads bars without weekends as
+    # consecutive, as the env stepped over them. bars_per_year: what its backtest was annualized with, so paper
+    # trading's rolling Sharpe and a forward test are scaled alike (0: a reader saved before it was recorded).
+    calendar: str = ALL_WEEK
+    bars_per_year: float = 0.0
 
     @classmethod
     def for_env_config(cls, env_config: dict[str, Any]) -> "BarReader":
@@ -85,7 +91,8 @@ class BarReader:
                   "position_mode": "continuous" if is_continuous(cfg.positions) else "discrete",
                   "symbol": market.symbol, "decision_interval": cfg.decision_interval, "fee_bps": cfg.fee_bps,
                   "slippage_bps": cfg.slippage_bps, "maintenance_margin": cfg.maintenance_margin,
-                  "min_trade": cfg.min_trade, "gaps": market.gaps, "data_start": _iso(stamps[0]),
+                  "min_trade": cfg.min_trade, "gaps": market.gaps, "calendar": market.calendar,
+                  "bars_per_year": market.bars_per_year, "data_start": _iso(stamps[0]),
                   "data_end": _iso(stamps[-1]), "test_start": _iso(stamps[test_lo]), "test_end": _iso(stamps[test_hi - 1])}
         if needed is None:
             return cls(**common, refusal=f"its features read another series than the bars ({other}): predict "
@@ -130,6 +137,11 @@ class BarReader:
         if config.pop("format", None) != FORMAT:
             raise InputError(f"{path}: not a bar reader of this platform ({FORMAT})")
         return cls(**{**config, "positions": tuple(config["positions"])}, mean=mean, std=std)
+
+    def periods_per_year(self, bars: pd.DataFrame) -> float:
+        """The bars a year its backtest was annualized with; for a reader saved before they were recorded, those of
+        `bars` (their recorded calendar, else the one they show)."""
+        return self.bars_per_year or bars_per_year(bars.index, self.timeframe, bars.attrs.get("calendar"))
 
     @property
     def continuous(self) -> bool:
@@ -214,16 +226,16 @@ class BarReader:
         return frame
 
     def _check_spacing(self, index: pd.DatetimeIndex, holes_recorded: bool) -> None:
-        """Bars oldest first, one timeframe apart; or, where holes are recorded (`gaps: drop`), whole numbers of
-        timeframes apart: the env steps over such a hole as from one bar to the next, and so does the reader (the
-        last `bars_needed` rows still hold every feature's look-back: a higher timeframe's period holds at most its
-        ratio of base bars, holes or not)."""
+        """Bars oldest first, one timeframe apart (a weekdays reader: Friday's last bar and Monday's first too); or,
+        where holes are recorded (`gaps: drop`), whole numbers of timeframes apart: the env steps over such a hole as
+        from one bar to the next, and so does the reader (the last `bars_needed` rows still hold every feature's
+        look-back: a higher timeframe's period holds at most its ratio of base bars, holes or not)."""
         step = np.timedelta64(timeframe_delta(self.timeframe))
         deltas = np.asarray(index[1:] - index[:-1])
         if holes_recorded:
             wrong = (deltas <= np.timedelta64(0)) | (deltas % step != np.timedelta64(0))
         else:
-            wrong = deltas != step
+            wrong = deltas != step * (1 + closed_bars_between(index, self.timeframe, self.calendar))
         if wrong.any():
             at = int(np.flatnonzero(wrong)[0]) + 1
             spacing = "whole numbers of" if holes_recorded else "consecutive"

@@ -8,7 +8,8 @@ CSV that changed other than by appending (rewritten, newest first) is read whole
 
 Both are checked against the model: its symbol and timeframe. Holes are refused unless the file records that they
 are deliberate (a parquet imported with `--gaps drop`); a CSV records nothing, so a hole in it is refused, with the
-import command that keeps it.
+import command that keeps it. Closed days are no holes: a weekend where the file's calendar (recorded, else the
+model's) is weekdays.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.calendar import ALL_WEEK
 from envs.trading.csv_import import head_lines, import_csv, stated_symbol
 from envs.trading.data import GAPS_KEPT, find_gaps, load_bars
 from envs.trading.symbols import check_symbol
@@ -25,13 +27,14 @@ from envs.trading.symbols import check_symbol
 
 @dataclass
 class BarsFile:
-    """One bars file (parquet or CSV) for a model trading `symbol` on `timeframe` bars. `follow`: the file is being
-    written to, so a CSV's last line without its newline is not read yet."""
+    """One bars file (parquet or CSV) for a model trading `symbol` on `timeframe` bars of `calendar`. `follow`: the
+    file is being written to, so a CSV's last line without its newline is not read yet."""
 
     path: str
     symbol: str
     timeframe: str
     follow: bool = False
+    calendar: str = ALL_WEEK  # the model's: a CSV records none, and its appended rows are too few to show one
     _bars: pd.DataFrame | None = field(default=None, repr=False)
     _read_to: int = 0          # bytes of the CSV read so far: whole lines
     _head: str = ""            # the CSV's lines above its first bar (attribution, header)
@@ -57,7 +60,7 @@ class BarsFile:
         if declared and declared != self.timeframe:
             raise InputError(f"{self.path}: holds {declared} bars but the model trades {self.timeframe} bars: "
                              f"paper-trade a file of {self.timeframe} bars")
-        holes = find_gaps(bars.index, self.timeframe)
+        holes = find_gaps(bars.index, self.timeframe, bars.attrs.get("calendar", self.calendar))
         if holes.missing_bars and bars.attrs.get("gaps") != GAPS_KEPT:
             raise InputError(f"{self.path}: {holes.describe()}, and the file does not record them as deliberate: "
                              f"import it with python -m experiments.data import {self.path} --symbol {self.symbol} "
@@ -67,7 +70,8 @@ class BarsFile:
 
     def _import(self, text: str) -> pd.DataFrame:
         bars, report = import_csv(self.path, self.timeframe, gaps=GAPS_KEPT, symbol=self.symbol, text=text)
-        bars.attrs = {"symbol": report.symbol or self.symbol, "timeframe": self.timeframe, "gaps": "error"}
+        bars.attrs = {"symbol": report.symbol or self.symbol, "timeframe": self.timeframe, "gaps": "error",
+                      "calendar": self.calendar}
         return self._checked(bars)
 
     def _complete(self, data: bytes) -> int:

@@ -4,7 +4,8 @@ A dataset that runs have trained on may only grow at its end. New bars (from a C
 exchange) are checked against it before anything is written: the same symbol and timeframe, no hole at the
 seam, and overlapping bars equal to the stored ones (a differing bar means the source rewrote history, which
 would change every backtest over that period: refused unless forced, and then counted). Holes inside the new
-bars get the --gaps policy (by default the dataset's), filled from the last stored close.
+bars get the --gaps policy (by default the dataset's), filled from the last stored close; a weekdays dataset's
+weekends are closed, not holes (envs.trading.calendar).
 `experiments.data update` does the reading and writing (experiments/storage/dataset_versions.py); this module only
 takes and returns DataFrames.
 """
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.calendar import ALL_WEEK
 from envs.trading.data import (
     BAR_COLUMNS,
     TIMEFRAMES,
@@ -125,9 +127,12 @@ def _check_timeframe(new: NewBars, timeframe: str, target: str) -> None:
                          f"{target}: update it with {timeframe} bars stamped at their open")
 
 
-def _check_seam(after: pd.DatetimeIndex, last: pd.Timestamp, step: pd.Timedelta, source: str, target: str) -> None:
-    if len(after) and after[0] > last + step:
-        missing = int((after[0] - last) // step) - 1
+def _check_seam(after: pd.DatetimeIndex, last: pd.Timestamp, timeframe: str, calendar: str, source: str,
+                target: str) -> None:
+    """No bar may be missing between the dataset's last bar and the first new one (a closed weekend is none)."""
+    seam = find_gaps(pd.DatetimeIndex([last, *after[:1]]), timeframe, calendar)
+    if seam.missing_bars:
+        step, missing = timeframe_delta(timeframe), seam.missing_bars
         raise InputError(f"{source}: starts at {after[0]:{STAMP}} but {target} ends at {last:{STAMP}}: {missing} "
                          f"bars missing ({last + step:{STAMP}} .. {after[0] - step:{STAMP}}): import or fetch the "
                          "missing bars first (update --fetch EXCHANGE, or --from an export that covers them)")
@@ -165,27 +170,26 @@ def plan_update(stored: pd.DataFrame, new: NewBars, target: str, gaps: str, forc
     check_symbol(new.symbol, symbol, new.source, f"{target} holds", f"update it with {symbol} bars (write "
                  f"{new.symbol} bars to their own file with python -m experiments.data import)")
     _check_timeframe(new, timeframe, target)
-    step = timeframe_delta(timeframe)
     bars = new.bars[list(BAR_COLUMNS)]
     before = int((bars.index < stored.index[0]).sum())
     after = bars[bars.index > stored.index[-1]]
-    _check_seam(after.index, stored.index[-1], step, new.source, target)
+    stored_policy, calendar = stored.attrs.get("gaps", "ffill"), stored.attrs.get("calendar", ALL_WEEK)
+    _check_seam(after.index, stored.index[-1], timeframe, calendar, new.source, target)
     differing = _differing(stored, bars)
     if len(differing) and not force:
         raise _rewritten_history(stored, bars, differing, new.source, target)
-    stored_policy = stored.attrs.get("gaps", "ffill")
     joined = pd.concat([stored.iloc[-1:][list(BAR_COLUMNS)], after])  # holes are filled from the last stored close
-    report = find_gaps(joined.index, timeframe)
+    report = find_gaps(joined.index, timeframe, calendar)
     if report.missing_bars and gaps == "drop" and stored_policy != "drop":
         raise InputError(f"{new.source}: {report.describe()} inside the new bars: --gaps drop would leave holes in "
                          f"{target}, which was written with --gaps {stored_policy}: pass --gaps ffill or --gaps error")
-    appended = regularize(joined, timeframe, gaps, report, Path(new.source)).iloc[1:]
+    appended = regularize(joined, timeframe, gaps, report, Path(new.source), calendar).iloc[1:]
     kept = stored[list(BAR_COLUMNS)].copy()
     replaced = differing.intersection(kept.index)
     kept.loc[replaced] = bars.loc[replaced]
     merged = pd.concat([kept, bars.loc[differing.difference(kept.index)], appended]).sort_index()
     merged.index.name = "timestamp"
-    merged = validate_bars(merged, target, timeframe, allow_gaps=stored_policy == "drop")
+    merged = validate_bars(merged, target, timeframe, allow_gaps=stored_policy == "drop", calendar=calendar)
     overlap = int(((bars.index >= stored.index[0]) & (bars.index <= stored.index[-1])).sum())
     return BarsUpdate(merged, appended.index, overlap - len(differing), len(differing), before, report, gaps,
                       new.source, symbol, timeframe)

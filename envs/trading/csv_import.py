@@ -8,9 +8,10 @@ Volume is the base currency's (Bitfinex's `VolumeFrom`, never the quote `VolumeT
 does not guess: a file without a volume column (the volume feature would be constant), stamps off the
 timeframe's UTC grid (10:30 for 1h bars), close time stamps (10:59:59.999, shifted to open times only
 when asked), and conflicting duplicates. What it does, it reports: exact duplicates dropped, gaps and how
-they were handled, stamps shifted, the volume column taken when it is not plain `volume`. What a file says
-about its market (a `Symbol` column, a `Volume ETH` column's unit, a parquet's metadata) is read by
-`stated_symbol` and compared with `envs.trading.symbols.check_symbol`, so an export of another coin is not appended to a dataset.
+they were handled, a weekdays calendar (no weekend bar: weekends closed, not filled), stamps shifted, the
+volume column taken when it is not plain `volume`. What a file says about its market (a `Symbol` column, a
+`Volume ETH` column's unit, a parquet's metadata) is read by `stated_symbol` and compared with
+`envs.trading.symbols.check_symbol`, so an export of another coin is not appended to a dataset.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError, read_user_text
+from envs.trading.calendar import ALL_WEEK, WEEKDAYS, bars_per_year, detect_calendar
 from envs.trading.data import (
     GAP_POLICIES,
     PRICE_COLUMNS,
@@ -70,10 +72,16 @@ class ImportReport:
     unlisted_rows: int = 0
     first_bar: pd.Timestamp | None = None
     symbol: str | None = None  # what the file says it holds (stated_symbol), for the command to check
+    # The bars' calendar (envs.trading.calendar.detect_calendar), recorded in the parquet, and its bars a year
+    calendar: str = ALL_WEEK
+    bars_per_year: float = 0.0
 
     def lines(self) -> list[str]:
         handled = f" (handled: {self.gap_policy})" if self.gaps.missing_bars else ""
         lines = [f"gaps: {self.gaps.describe()}{handled}"]
+        if self.calendar == WEEKDAYS:
+            lines.append(f"calendar: {WEEKDAYS} (no bar falls on a Saturday or Sunday): weekends are closed, not "
+                         f"gaps; {self.bars_per_year:.0f} bars a year")
         if self.unlisted_rows and self.first_bar is not None:
             lines.append(f"{self.asset} starts {self.first_bar:%Y-%m-%d %H:%M} UTC: {self.unlisted_rows} earlier "
                          f"row(s) with no {self.asset} prices left out (not listed yet)")
@@ -125,7 +133,9 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
     """Read a CSV export into validated bars, sorted (rows may come newest first).
 
     `gaps`: 'error', 'ffill' (flat bars at the last close with zero volume, so the agent can trade nothing
-    it could not have traded) or 'drop'. `symbol` picks the columns of a wide multi-asset table.
+    it could not have traded) or 'drop'; bars with no weekend bar over two weeks or more (stocks) are on the
+    weekdays calendar: their weekends are closed, never filled, and `gaps` applies to the weekday holes (holidays).
+    `symbol` picks the columns of a wide multi-asset table.
     `stamps='close'` shifts close-time stamps to open times. A file without volume needs `allow_no_volume`.
     `text`: the part of the file to read (its head and some of its rows, e.g. the rows appended since the last read),
     instead of the whole file; messages still name `path`.
@@ -162,16 +172,18 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
     unlisted = _unlisted_rows(bars, path, asset) if asset is not None else 0
     bars = bars.iloc[unlisted:]
     bars, duplicates = drop_exact_duplicates(bars, path)
-    report = find_gaps(bars.index, timeframe)
-    bars = regularize(bars, timeframe, gaps, report, path)
+    calendar = detect_calendar(bars.index, timeframe)  # weekdays: no flat bars for weekends, whatever `gaps` says
+    report = find_gaps(bars.index, timeframe, calendar)
+    bars = regularize(bars, timeframe, gaps, report, path, calendar)
     if volume_column is None and not allow_no_volume:
         aside = f"; {', '.join(left_aside)} is not volume in the coin's units" if left_aside else ""
         raise InputError(f"{path}: no volume column (looked for {', '.join(VOLUME_COLUMNS)}, volume_<base>"
                          f"{aside}): add it to the export, or pass --no-volume to import with volume 0 (the "
                          "volume feature is then constant)")
-    bars = validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop")
+    bars = validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop", calendar=calendar)
     return bars, ImportReport(report, gaps, duplicates, volume_column, stamps, left_aside, asset, unlisted,
-                              bars.index[0] if unlisted else None, stated)
+                              bars.index[0] if unlisted else None, stated, calendar,
+                              bars_per_year(bars.index, timeframe, calendar))
 
 
 def _read_text_table(path: Path, text: str | None = None) -> pd.DataFrame:

@@ -17,34 +17,20 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.calendar import (
+    ALL_WEEK,
+    TIMEFRAMES,
+    WEEKDAYS,
+    closed_bars_between,
+    timeframe_delta,
+    weekend_bars,
+)
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
 BAR_COLUMNS = (*PRICE_COLUMNS, "volume")
-TIMEFRAMES: dict[str, pd.Timedelta] = {
-    "1m": pd.Timedelta(minutes=1),
-    "5m": pd.Timedelta(minutes=5),
-    "15m": pd.Timedelta(minutes=15),
-    "30m": pd.Timedelta(minutes=30),
-    "1h": pd.Timedelta(hours=1),
-    "4h": pd.Timedelta(hours=4),
-    "1d": pd.Timedelta(days=1),
-}
 GAP_POLICIES = ("error", "ffill", "drop")
 _SAID: set[tuple[str, str]] = set()  # (file, note) already printed by this process
 GAPS_KEPT = "drop"  # the policy that keeps holes: the file records it, and every reader steps over them
-
-
-def timeframe_delta(timeframe: str) -> pd.Timedelta:
-    """The bar length of a timeframe name, or an InputError listing the known ones."""
-    try:
-        return TIMEFRAMES[timeframe]
-    except KeyError:
-        raise InputError(f"unknown timeframe {timeframe!r}: use one of {', '.join(TIMEFRAMES)}") from None
-
-
-def bars_per_year(timeframe: str) -> float:
-    """Crypto trades around the clock, so a year is 365 days of bars."""
-    return pd.Timedelta(days=365) / timeframe_delta(timeframe)
 
 
 @dataclass(frozen=True)
@@ -93,16 +79,18 @@ def check_spacing(index: pd.DatetimeIndex, timeframe: str, source: str) -> None:
                          f"use timeframe {actual}")
 
 
-def find_gaps(index: pd.DatetimeIndex, timeframe: str) -> GapReport:
+def find_gaps(index: pd.DatetimeIndex, timeframe: str, calendar: str = ALL_WEEK) -> GapReport:
+    """Bars missing between consecutive bars, beyond those the calendar closes (a weekdays file's weekends)."""
     step = timeframe_delta(timeframe)
     if len(index) < 2:
         return GapReport(0, pd.Timedelta(0), None)
-    deltas = index[1:] - index[:-1]
-    missing = ((deltas // step) - 1).to_numpy().clip(min=0)
+    step64 = np.timedelta64(step)
+    open_time = (index[1:] - index[:-1]).to_numpy() - closed_bars_between(index, timeframe, calendar) * step64
+    missing = ((open_time // step64) - 1).clip(min=0)
     if not missing.any():
         return GapReport(0, pd.Timedelta(0), None)
-    worst = int(np.argmax(deltas))
-    return GapReport(int(missing.sum()), deltas[worst] - step, index[worst])
+    worst = int(np.argmax(open_time))
+    return GapReport(int(missing.sum()), pd.Timedelta(open_time[worst]) - step, index[worst])
 
 
 def drop_exact_duplicates(bars: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, int]:
@@ -126,8 +114,10 @@ def off_grid_bars(index: pd.DatetimeIndex, timeframe: str) -> np.ndarray:
     return np.asarray((index - epoch) % timeframe_delta(timeframe) != pd.Timedelta(0))
 
 
-def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport, path: Path) -> pd.DataFrame:
-    """Check the timeframe grid and apply the gap policy (shared by the CSV importer and the fetcher)."""
+def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport, path: Path,
+               calendar: str = ALL_WEEK) -> pd.DataFrame:
+    """Check the timeframe grid and apply the gap policy (shared by the CSV importer and the fetcher); `report` is
+    find_gaps' under `calendar`, whose closed days (a weekdays file's weekends) get no flat bars."""
     off_grid = off_grid_bars(bars.index, timeframe)
     if off_grid.any():
         raise InputError(f"{path}: bar at {bars.index[np.argmax(off_grid)]} is not on the {timeframe} grid "
@@ -138,6 +128,8 @@ def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport,
     if gaps == "error":
         raise InputError(f"{path}: {report.describe()}: re-import with --gaps ffill (flat bars) or --gaps drop")
     full = pd.date_range(bars.index[0], bars.index[-1], freq=timeframe_delta(timeframe), name="timestamp")
+    if calendar == WEEKDAYS:
+        full = full[~weekend_bars(full)]
     filled = bars.reindex(full)
     close = filled["close"].ffill()
     for column in ("open", "high", "low"):
@@ -196,9 +188,10 @@ def _say_once(source: str, note: str) -> None:
 
 
 def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
-                  allow_gaps: bool = False) -> pd.DataFrame:
+                  allow_gaps: bool = False, calendar: str = ALL_WEEK) -> pd.DataFrame:
     """Check the invariants every consumer relies on; return the bars as float64 columns, indexed in UTC (stamps
-    of another zone are converted, and that is said once per `source`)."""
+    of another zone are converted, and that is said once per `source`). Under the weekdays `calendar` (recorded
+    by the import) weekends are closed, not gaps, and a weekend bar contradicts it."""
     missing = [c for c in BAR_COLUMNS if c not in bars.columns]
     if missing:
         raise InputError(f"{source}: missing column(s) {', '.join(missing)}: re-import with "
@@ -227,25 +220,32 @@ def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
             first = int(np.flatnonzero(rows)[0])
             raise InputError(f"{source}: {what} in {int(rows.sum())} bar(s), first at {bars.index[first]}: "
                              "fix or drop those rows in the source export and re-import")
+    weekend = weekend_bars(bars.index)
+    if calendar == WEEKDAYS and weekend.any():
+        raise InputError(f"{source}: records calendar {WEEKDAYS} but its bar at {bars.index[np.argmax(weekend)]} "
+                         "opens on a Saturday or Sunday: re-import the whole history with python -m experiments.data "
+                         "import (it records the calendar its bars show)")
     if timeframe is not None:
         check_spacing(bars.index, timeframe, source)
     if timeframe is not None and not allow_gaps:
-        report = find_gaps(bars.index, timeframe)
+        report = find_gaps(bars.index, timeframe, calendar)
         if report.missing_bars:
             raise InputError(f"{source}: {report.describe()}: re-import with --gaps ffill (flat bars) or "
                              "--gaps drop (keep the holes; the file then records that they are deliberate)")
     return bars[list(BAR_COLUMNS)].astype(np.float64)
 
 
-def save_bars(bars: pd.DataFrame, path: str | Path, symbol: str, timeframe: str, gaps: str = "ffill") -> Path:
-    """Write bars as parquet with the symbol, timeframe and gap policy in the file's metadata. A file
+def save_bars(bars: pd.DataFrame, path: str | Path, symbol: str, timeframe: str, gaps: str = "ffill",
+              calendar: str = ALL_WEEK) -> Path:
+    """Write bars as parquet with the symbol, timeframe, gap policy and calendar in the file's metadata. A file
     imported with `gaps="drop"` keeps its holes on purpose: `load_bars` accepts them (the env then steps
-    over a hole as from one bar to the next, as over an exchange outage)."""
+    over a hole as from one bar to the next, as over an exchange outage); one of the weekdays `calendar` has no
+    weekend bars, and `load_bars` does not count its weekends as holes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     frame = bars.copy()
-    frame.attrs = {"symbol": symbol, "timeframe": timeframe, "gaps": gaps}
+    frame.attrs = {"symbol": symbol, "timeframe": timeframe, "gaps": gaps, "calendar": calendar}
     frame.to_parquet(tmp)
     tmp.replace(path)  # never leave a half-written parquet behind
     return path
@@ -325,6 +325,6 @@ def load_bars(path: str | Path, timeframe: str | None = None) -> pd.DataFrame:
         raise InputError(f"{path}: holds {declared} bars (file metadata) but timeframe {timeframe!r} was asked for: "
                          f"set environment.env_config.timeframe: {declared}, or leave it out")
     valid = validate_bars(bars, source=str(path), timeframe=timeframe or declared,
-                          allow_gaps=bars.attrs.get("gaps") == "drop")
+                          allow_gaps=bars.attrs.get("gaps") == GAPS_KEPT, calendar=bars.attrs.get("calendar", ALL_WEEK))
     valid.attrs = {**bars.attrs, "digest": digest_of(data)}
     return valid

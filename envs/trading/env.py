@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from envs.errors import InputError
 from envs.splits import Fold, Protocol
+from envs.trading.calendar import ALL_WEEK, bars_per_year, check_calendar, detect_calendar, parse_calendar
 from envs.trading.data import timeframe_delta, values_digest
 from envs.trading.features import DEFAULT_FEATURES, FeatureSet, RawFeatures, market_features, normalize
 from envs.trading.features.matrix import bars_needed
@@ -68,6 +69,10 @@ class TradingConfig(StrictModel):
     data_dir: str = str(DEFAULT_DATA.parent)
     symbol: str = "BTC-USD"
     timeframe: str | None = None  # None: read from the parquet's metadata (synthetic: 1h)
+    # How many bars make a year, for every annualized figure (envs.trading.calendar): 24/7 (365 days of bars),
+    # weekdays (the bars per year of the file's span: weekends closed) or the number itself. None: the data's own
+    # (the file's metadata, else detected from its bars). A calendar that closes days holding bars is refused.
+    calendar: str | float | None = None
     synthetic_bars: int = Field(default=20_000, ge=100)
     synthetic_seed: int = 0
     synthetic_model: str = "regimes"  # envs.trading.sources.SYNTHETIC_MODELS: regimes, random_walk, planted_signal
@@ -117,6 +122,11 @@ class TradingConfig(StrictModel):
         if value not in SYNTHETIC_MODELS:
             raise ValueError(f"must be one of {', '.join(SYNTHETIC_MODELS)}")
         return value
+
+    @field_validator("calendar", mode="before")
+    @classmethod
+    def _known_calendar(cls, value: object) -> str | float | None:
+        return None if value is None else parse_calendar(value)
 
     @field_validator("features")
     @classmethod
@@ -168,6 +178,7 @@ class Market:
     bounds: dict[str, tuple[int, int]]  # split -> [first decision row, last fill row + 1)
     timeframe: str
     fold: Fold
+    bars_per_year: float                  # what annualizes its results: the data's calendar, or env_config.calendar
     synthetic: bool = False  # generated bars (envs.trading.synthetic): reports must say SYNTHETIC
     feature_names: tuple[str, ...] = ()
     feature_groups: tuple[str, ...] = ()  # the feature (set item) of each column: permuted together for importance
@@ -181,6 +192,7 @@ class Market:
     test_windows: tuple[tuple[int, int], ...] = ()  # every fold's test rows [start, stop), not only this env's fold
     symbol: str = ""                      # what the data says it is (file metadata), else the config's symbol
     gaps: str = "ffill"                   # the file's gap policy: "drop" keeps holes, stepped over as one bar
+    calendar: str = ALL_WEEK              # the data's own (metadata, else detected): weekdays has no weekend bars
     # The normalization fitted on the fold's train rows (per column): a served policy carries it (envs.trading.bar_reader)
     feature_mean: np.ndarray | None = None
     feature_std: np.ndarray | None = None
@@ -247,6 +259,10 @@ def load_market(cfg: TradingConfig) -> Market:
     timeframe_delta(timeframe)
     n = len(bars)
     source = str(cfg.data_path or cfg.symbol)
+    calendar = bars.attrs.get("calendar") or detect_calendar(bars.index, timeframe)
+    if cfg.calendar is not None:
+        check_calendar(bars.index, timeframe, cfg.calendar, source)
+    per_year = bars_per_year(bars.index, timeframe, calendar if cfg.calendar is None else cfg.calendar, source)
     protocol = cfg.split_protocol()
     fold = protocol.fold(n, cfg.fold, min_rows=max(cfg.window, 3), source=f"{source}: protocol")
     test_windows = tuple(f.test for f in protocol.folds_for(n, min_rows=max(cfg.window, 3)))  # the ledger's windows
@@ -271,6 +287,7 @@ def load_market(cfg: TradingConfig) -> Market:
         bounds=bounds,
         timeframe=timeframe,
         fold=fold,
+        bars_per_year=per_year,
         synthetic=bool(bars.attrs.get("synthetic", False)),
         feature_names=raw.names,
         feature_groups=raw.groups,
@@ -284,6 +301,7 @@ def load_market(cfg: TradingConfig) -> Market:
         test_windows=test_windows,
         symbol=str(bars.attrs.get("symbol") or cfg.symbol),  # a Kraken XBT-USD file is labelled XBT-USD
         gaps=str(bars.attrs.get("gaps", "ffill")),
+        calendar=calendar,
         feature_mean=features.mean,
         feature_std=features.std,
     )
@@ -369,7 +387,7 @@ class SpotTradingEnv(gym.Env):
     One `config` dict (`TradingConfig`, validated with a "did you mean" for misspelt keys):
     `data_path` or `source: synthetic`, `symbol`, `timeframe`, `window`, `decision_interval`,
     `episode_length`, `fee_bps`, `slippage_bps`, `positions`, `min_trade`, `maintenance_margin`, `reward_scale`,
-    `split`, `split_fractions` or `protocol` and `fold`.
+    `split`, `split_fractions` or `protocol` and `fold`, `calendar` (how many bars make a year).
 
     ```python
     gymnasium.make("trading/Spot-v0", config={"window": 24, "decision_interval": 24, "split": "validation"})
@@ -406,14 +424,17 @@ class SpotTradingEnv(gym.Env):
         self._flat_features = np.ascontiguousarray(self.market.features, dtype=np.float32).reshape(-1)
 
     def plan_lines(self) -> list[str]:
-        """The features for the plan: each one with its warm-up, and whether they were computed or cached."""
+        """The features for the plan: each one with its warm-up, and whether they were computed or cached; and the
+        calendar, whose bars a year scale every annualized figure of the report."""
         market = self.market
         where = {"cache": "read from the feature store", "computed": "computed", "memory": "computed"}
         stored = f" ({FeatureStore(self.cfg.feature_store).display(market.feature_key)})" if self.cfg.feature_store else ""
         listed = ", ".join(f"{group} {bars}" for group, bars in market.feature_warmups)
         return [f"features: {len(market.feature_names)} columns of {len(market.feature_warmups)} feature(s), "
                 f"warm-up {market.feature_warmup} bars; {where[market.feature_origin]}{stored}",
-                f"  each feature's warm-up in bars: {listed}", *(f"  note: {note}" for note in market.feature_notes)]
+                f"  each feature's warm-up in bars: {listed}", *(f"  note: {note}" for note in market.feature_notes),
+                (f"calendar: {market.calendar} bars; results annualized with {market.bars_per_year:.1f} bars a year"
+                 f"{'' if self.cfg.calendar is None else ' (environment.env_config.calendar)'}")]
 
     def split_periods(self) -> dict[str, tuple[str, str]]:
         return split_periods(self.market)

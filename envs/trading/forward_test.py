@@ -14,7 +14,6 @@ import pandas as pd
 
 from envs.trading.backtest import baseline_targets, strategy_row
 from envs.trading.bar_reader import BarReader
-from envs.trading.data import bars_per_year
 from envs.trading.ledger import simulate_positions
 from envs.trading.paper import Decide, new_book, replay
 
@@ -37,7 +36,7 @@ def forward_test(policies: dict[str, tuple[BarReader, Decide]], bars: pd.DataFra
     """Replay every policy and score the baselines on `rows` of `bars`; the baselines trade at the costs of the
     first policy's env."""
     first = next(iter(policies.values()))[0]
-    ppy = bars_per_year(first.timeframe)
+    ppy = first.periods_per_year(bars)  # as its backtest annualized
     curves, table = {}, {}
     for name, (reader, decide) in policies.items():
         book, held = new_book(reader), []

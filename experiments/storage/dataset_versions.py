@@ -95,7 +95,7 @@ def open_dataset(path: str) -> tuple[Dataset, pd.DataFrame]:
 
 
 def replace_dataset(dataset: Dataset, bars: pd.DataFrame, read_digest: str, symbol: str, timeframe: str, gaps: str,
-                    now: datetime | None = None) -> str:
+                    calendar: str, now: datetime | None = None) -> str:
     """Keep the current bytes as a dated copy beside the dataset, then write `bars` in its place (with the
     metadata save_bars writes). `read_digest` is the digest of the bytes the update was planned on: if the
     dataset changed since, nothing is written. Returns where the previous version was kept."""
@@ -104,7 +104,8 @@ def replace_dataset(dataset: Dataset, bars: pd.DataFrame, read_digest: str, symb
         raise InputError(f"{dataset.name}: changed while it was being updated (another update or import at the same "
                          "time?): run the update again")
     with tempfile.TemporaryDirectory() as scratch:
-        new = save_bars(bars, Path(scratch) / "bars.parquet", symbol, timeframe, gaps=gaps).read_bytes()
+        new = save_bars(bars, Path(scratch) / "bars.parquet", symbol, timeframe, gaps=gaps,
+                        calendar=calendar).read_bytes()
     copy = dataset.dated_path(now or datetime.now(UTC))
     dataset.write(copy, current)
     dataset.write(dataset.path, new)
