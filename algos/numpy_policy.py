@@ -16,6 +16,14 @@ bits in a batch of n as alone (tests/unit/test_numpy_policy.py checks every posi
 Observations go through in blocks of CHUNK_ROWS rows, which bounds the scratch memory. (Across machines, numpy's
 BLAS picks its kernels by CPU, so the last bit may differ there, as it does for torch.) Only the export needs
 torch and Ray; it imports them inside `export_module`, never at load.
+
+A portfolio module (algos/portfolio_module.py, `training.model: shared_assets | flat`) is exported with the layout
+"portfolio": its policy net `pi`, which the shared model runs on every asset's row as its own row here (so a model
+trained on N assets runs on any N: observations (n, N, D) of any N), plus cash's learned (mean, log-std); the flat
+model runs `pi` on the flattened universe (its N only). Its outputs are the Gaussian's inputs (n, 2(N+1)), an
+untradable asset's set as the module sets them; its greedy actions are the scores (n, N+1), cash first, that the env
+maps to weights: the mean in [-1, 1] (PPO), tanh of the mean (SAC). They equal the torch module's within float32
+rounding (torch multiplies the rows in one batched product; tests/unit/test_portfolio_module.py: 1e-6).
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from algos.portfolio_model import TRADABLE_ABOVE, TRADABLE_COLUMN, UNTRADABLE_LOG_STD, UNTRADABLE_MEAN
 from algos.spec import GreedyRule
 from envs.errors import InputError
 
@@ -36,10 +45,11 @@ FORMAT = "rlplatform-numpy-policy/1"
 STRUCTURE_KEY = "structure"
 ACTIVATIONS = ("relu", "tanh", "silu", "elu")
 # The greedy rule each supported module class is scored with (SPEC.greedy of algos/dqn.py, ppo.py and sac.py):
-# DQN's forward_inference returns argmax Q as "actions", PPO the categorical's logits to take the argmax of, SAC
-# the squashed Gaussian's mean and log-std, whose tanh(mean) scaled to the Box is the action.
+# DQN's forward_inference returns argmax Q as "actions", PPO the categorical's logits to take the argmax of (on a
+# Box, a portfolio module's, the Gaussian's mean and log-std, whose mean in the Box is the action), SAC the squashed
+# Gaussian's mean and log-std, whose tanh(mean) scaled to the Box is the action.
 GREEDY_RULES = {"dqn": GreedyRule(output="actions"),
-                "ppo": GreedyRule(output="action_dist_inputs", argmax=True),
+                "ppo": GreedyRule(output="action_dist_inputs", argmax=True, box_mean=True),
                 "sac": GreedyRule(output="action_dist_inputs", squash=True)}
 # The nets of each algorithm's export (sorted names): DQN dueling or not, PPO's and SAC's policy network.
 NETS = {"dqn": (["af", "encoder", "vf"], ["encoder", "q"]), "ppo": (["encoder", "pi"],), "sac": (["encoder", "pi"],)}
@@ -48,6 +58,13 @@ NETS = {"dqn": (["af", "encoder", "vf"], ["encoder", "q"]), "ppo": (["encoder", 
 ACTION_KEYS = {"dqn": "num_actions", "ppo": "num_actions", "sac": "action_size"}
 # The arrays of a SAC export's Box bounds, each float32 (action_size,).
 BOUNDS = ("action.low", "action.high")
+# A portfolio module's export (module docstring): its layout, its one net and its array of cash's (mean, log-std).
+PORTFOLIO = "portfolio"
+PORTFOLIO_NETS = ["pi"]
+CASH_KEY = "cash"
+# A portfolio's scores are in [-1, 1] whatever N (algos.portfolio_module.universe_of refuses other bounds): the Box
+# its greedy rule puts them in, its bounds broadcast over the N+1 scores.
+SCORES = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
 # Observations run through the net in blocks of up to this many rows, through scratch rows reused from block to
 # block; a large batch (a CI cycle's round robin of test pairs) costs one numpy call per layer per block, whose loop
 # over the rows is numpy's.
@@ -63,25 +80,52 @@ def _refuse(what: str) -> InputError:
 
 def export_module(module: Any, greedy: GreedyRule) -> dict[str, np.ndarray]:
     """The weights and structure of a default DQN (dueling or not, num_atoms 1) or PPO (discrete actions)
-    torch RLModule, or of a default SAC module's policy network (a 1-d Box of actions), as a flat dict of
-    numpy arrays for `np.savez`; `greedy` is its algorithm's rule (AlgorithmSpec.greedy), checked against the
-    module so the numpy policy picks the actions `experiments.results.policy` picks. InputError (one line) for
-    anything else: distributional DQN, LSTM/attention or CNN encoders, PPO's continuous actions, a customised
-    module class or an unknown layer."""
+    torch RLModule, of a default SAC module's policy network (a 1-d Box of actions), or of a portfolio module's
+    policy network (PPO's or SAC's), as a flat dict of numpy arrays for `np.savez`; `greedy` is its algorithm's rule
+    (AlgorithmSpec.greedy), checked against the module so the numpy policy picks the actions
+    `experiments.results.policy` picks. InputError (one line) for anything else: distributional DQN, LSTM/attention
+    or CNN encoders, default PPO's continuous actions, a customised module class or an unknown layer."""
     from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
     from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
     from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
-    from ray.rllib.core.models.torch.encoder import TorchActorCriticEncoder
+
+    from algos.portfolio_module import PORTFOLIO_MODULES
 
     # Exact classes: a subclass may override the forward pass this module re-implements.
-    algorithm = {DefaultDQNTorchRLModule: "dqn", DefaultPPOTorchRLModule: "ppo",
-                 DefaultSACTorchRLModule: "sac"}.get(type(module))
+    defaults = {DefaultDQNTorchRLModule: "dqn", DefaultPPOTorchRLModule: "ppo", DefaultSACTorchRLModule: "sac"}
+    algorithm = defaults.get(type(module)) or PORTFOLIO_MODULES.get(type(module))
     if algorithm is None:
         raise _refuse(f"RLModule class {type(module).__name__}")
     if greedy != GREEDY_RULES[algorithm]:
         raise _refuse(f"greedy rule {greedy} for a {algorithm.upper()} module (it is scored with "
                       f"{GREEDY_RULES[algorithm]})")
     arrays: dict[str, np.ndarray] = {}
+    if type(module) in PORTFOLIO_MODULES:
+        structure = _export_portfolio(module.pi, algorithm, arrays)
+    else:
+        structure = _export_default(module, algorithm, arrays)
+    arrays[STRUCTURE_KEY] = np.array(json.dumps(structure))
+    # Checked here as the loader does, so an export that cannot be served fails now, not at serving time.
+    NumpyPolicy.from_arrays(arrays)
+    return arrays
+
+
+def _export_portfolio(pi: Any, algorithm: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A portfolio module's policy net (algos.portfolio_module.PolicyNet): its layers, and cash's (mean, log-std)
+    when shared, added to `arrays`; the structure that runs it (the flat net's N, the shared one's on any N)."""
+    structure = {"format": FORMAT, "algorithm": algorithm, "layout": PORTFOLIO, "shared": bool(pi.shared),
+                 "row_size": int(pi.universe.row_size), "nets": {"pi": _export_layers("pi", pi.net, arrays)}}
+    if pi.shared:
+        arrays[CASH_KEY] = pi.cash.detach().cpu().numpy().copy()
+    else:
+        structure["num_assets"] = int(pi.universe.num_assets)
+    return structure
+
+
+def _export_default(module: Any, algorithm: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A default RLlib module's nets added to `arrays`; the structure that runs them."""
+    from ray.rllib.core.models.torch.encoder import TorchActorCriticEncoder
+
     if algorithm == "sac":
         actions = _export_box(module.action_space, arrays)
     elif isinstance(module.action_space, gym.spaces.Discrete):
@@ -104,12 +148,8 @@ def export_module(module: Any, greedy: GreedyRule) -> dict[str, np.ndarray]:
         encoder, heads = module.pi_encoder, {"pi": module.pi}
     nets = {"encoder": _export_encoder(encoder, arrays)}
     nets.update({name: _export_head(name, head, arrays) for name, head in heads.items()})
-    structure = {"format": FORMAT, "algorithm": algorithm,
-                 "observation_size": _first_linear_in(nets["encoder"], arrays), **actions, "nets": nets}
-    arrays[STRUCTURE_KEY] = np.array(json.dumps(structure))
-    # Checked here as the loader does, so an export that cannot be served fails now, not at serving time.
-    NumpyPolicy.from_arrays(arrays)
-    return arrays
+    return {"format": FORMAT, "algorithm": algorithm,
+            "observation_size": _first_linear_in(nets["encoder"], arrays), **actions, "nets": nets}
 
 
 def _export_box(space: Any, arrays: dict[str, np.ndarray]) -> dict[str, int]:
@@ -182,6 +222,14 @@ def _first_linear_in(ops: list[dict[str, Any]], arrays: Mapping[str, np.ndarray]
     raise _refuse("an encoder without a Linear layer")
 
 
+def _portfolio_sizes(structure: dict[str, Any]) -> tuple[str, ...]:
+    """The size keys a portfolio structure must hold as positive integers: its row width, and N when flat (a shared
+    net runs on any N); InputError when `shared` is not a boolean."""
+    if not isinstance(structure.get("shared"), bool):
+        raise InputError(f"numpy policy shared {structure.get('shared')!r} is not true or false")
+    return ("row_size",) if structure["shared"] else ("row_size", "num_assets")
+
+
 @dataclass(frozen=True)
 class _Step:
     """One op of a net, ready to run on a (1, width) row: `weight` is the Linear's transpose (in, out)."""
@@ -196,7 +244,8 @@ class _Step:
 
 class NumpyPolicy:
     """A greedy policy computed with numpy in float32: observations (n, observation_size) -> actions, (n,) int64
-    for discrete actions (DQN, PPO) or (n, action_size) float32 in the Box (SAC).
+    for discrete actions (DQN, PPO) or (n, action_size) float32 in the Box (SAC); for a portfolio module,
+    observations (n, N, row_size) -> scores (n, N+1) float32 in [-1, 1], cash first (module docstring).
 
     Built from `export_module`'s dict (`from_arrays`) or a file of it (`load`). Each observation is evaluated
     on its own (module docstring), so the result for one observation does not depend on its batch."""
@@ -207,15 +256,28 @@ class NumpyPolicy:
         # What `outputs` are: "dqn" Q-values, "ppo" logits, "sac" the squashed Gaussian's means, then log-stds.
         self.algorithm: str = structure["algorithm"]
         self._arrays = dict(arrays)
-        self.observation_size: int = structure["observation_size"]
-        self.num_actions: int | None = structure.get("num_actions")  # discrete actions; None for SAC
-        # SAC's Box (its bounds rescale tanh of the mean); None for discrete actions.
+        self.portfolio = structure.get("layout") == PORTFOLIO
+        self.num_actions: int | None = structure.get("num_actions")  # discrete actions; None for SAC, a portfolio
+        # SAC's Box (its bounds rescale tanh of the mean); None for discrete actions and a portfolio (N+1 scores).
         self.action_space: gym.spaces.Box | None = None
-        self.num_outputs = self.num_actions
-        if self.algorithm == "sac":
-            self.action_space = self._box(structure["action_size"])
-            self.num_outputs = 2 * structure["action_size"]
-        self._encoder = self._compile("encoder", self.observation_size)
+        if self.portfolio:
+            # A portfolio's row width, its N (None: shared, any N) and cash's (mean, log-std) (None: flat).
+            self.row_size: int = structure["row_size"]
+            self.num_assets: int | None = None if structure["shared"] else structure["num_assets"]
+            self._cash = self._array(CASH_KEY, 1, f"numpy policy {CASH_KEY}") if structure["shared"] else None
+            if self._cash is not None and self._cash.shape != (2,):
+                raise InputError(f"numpy policy {CASH_KEY}: shape {self._cash.shape}, not (2,) (mean, log-std)")
+            # The rows `pi` runs on: one asset's row each (shared), or the flattened universe.
+            self.observation_size = self.row_size * (self.num_assets or 1)
+            self.num_outputs = 2 * (self.num_assets + 1) if self.num_assets else 2
+        else:
+            self.observation_size = structure["observation_size"]
+            self.num_outputs = self.num_actions
+            if self.algorithm == "sac":
+                self.action_space = self._box(structure["action_size"])
+                self.num_outputs = 2 * structure["action_size"]
+        nets = structure["nets"]
+        self._encoder = self._compile("encoder", self.observation_size) if "encoder" in nets else []
         latent = self._encoder[-1].width if self._encoder else self.observation_size
         self._heads = {name: self._compile(name, latent) for name in structure["nets"] if name != "encoder"}
         self._dueling = "vf" in self._heads
@@ -252,11 +314,14 @@ class NumpyPolicy:
             raise InputError(f"numpy policy algorithm {algorithm!r} is not one of {sorted(GREEDY_RULES)}")
         nets = structure.get("nets")
         heads = sorted(nets) if isinstance(nets, dict) else None
-        if heads not in NETS[algorithm] or not all(isinstance(ops, list) for ops in nets.values()):
-            known = " or ".join(", ".join(names) for names in NETS[algorithm])
-            raise InputError(f"numpy policy nets {heads} are not a {algorithm.upper()}'s ({known}), each a list "
-                             "of ops")
-        for key in ("observation_size", ACTION_KEYS[algorithm]):
+        portfolio = structure.get("layout") == PORTFOLIO
+        layouts = (PORTFOLIO_NETS,) if portfolio else NETS[algorithm]
+        if heads not in layouts or not all(isinstance(ops, list) for ops in nets.values()):
+            known = " or ".join(", ".join(names) for names in layouts)
+            kind = f"portfolio {algorithm.upper()}" if portfolio else algorithm.upper()
+            raise InputError(f"numpy policy nets {heads} are not a {kind}'s ({known}), each a list of ops")
+        sizes = _portfolio_sizes(structure) if portfolio else ("observation_size", ACTION_KEYS[algorithm])
+        for key in sizes:
             if not isinstance(structure.get(key), int) or structure[key] < 1:
                 raise InputError(f"numpy policy {key} {structure.get(key)!r} is not a positive integer")
         try:
@@ -347,11 +412,38 @@ class NumpyPolicy:
 
     def outputs(self, observations: np.ndarray) -> np.ndarray:
         """The raw head output per observation, float32 (n, num_outputs): Q-values (DQN), logits (PPO), the
-        squashed Gaussian's means then log-stds (SAC, 2 x action_size)."""
+        squashed Gaussian's means then log-stds (SAC, 2 x action_size); for a portfolio, (n, 2(N+1)): the
+        Gaussian's means, cash first, then its log-stds."""
+        if self.portfolio:
+            return self._portfolio_outputs(observations)
         batch = np.asarray(observations, dtype=np.float32)
         if batch.ndim != 2 or batch.shape[1] != self.observation_size:
             raise ValueError(f"observations must have shape (n, {self.observation_size}); "
                              f"got {batch.shape}")
+        return self._rows(batch)
+
+    def _portfolio_outputs(self, observations: np.ndarray) -> np.ndarray:
+        """A portfolio module's forward pass (algos.portfolio_module.PolicyNet) on (n, N, row_size) observations."""
+        batch = np.asarray(observations, dtype=np.float32)
+        assets = "N" if self.num_assets is None else self.num_assets
+        if batch.ndim != 3 or batch.shape[1] < 1 or batch.shape[2] != self.row_size or (
+                self.num_assets is not None and batch.shape[1] != self.num_assets):
+            raise ValueError(f"observations must have shape (n, {assets}, {self.row_size}); got {batch.shape}")
+        n, count = batch.shape[:2]
+        if self._cash is not None:  # every asset's row through the one net, as a row of its own
+            heads = self._rows(batch.reshape(n * count, self.row_size)).reshape(n, count, 2)
+            cash = np.broadcast_to(self._cash, (n, 2))
+            means = np.concatenate([cash[:, :1], heads[..., 0]], axis=1)
+            log_stds = np.concatenate([cash[:, 1:], heads[..., 1]], axis=1)
+        else:
+            means, log_stds = np.split(self._rows(batch.reshape(n, count * self.row_size)), 2, axis=1)
+        scored = np.concatenate([np.ones((n, 1), bool), batch[..., TRADABLE_COLUMN] > TRADABLE_ABOVE], axis=1)
+        means = np.where(scored, means, np.float32(UNTRADABLE_MEAN))
+        log_stds = np.where(scored, log_stds, np.float32(UNTRADABLE_LOG_STD))
+        return np.concatenate([means, log_stds], axis=1)
+
+    def _rows(self, batch: np.ndarray) -> np.ndarray:
+        """The nets' output for each row of a (rows, observation_size) float32 batch, each row on its own."""
         # Scratch blocks for this call (a policy may be called from several threads at once): every chunk of up to
         # CHUNK_ROWS observations goes through the same buffers, each row on an ALIGNMENT boundary.
         blocks = self._scratch_rows()
@@ -385,8 +477,11 @@ class NumpyPolicy:
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
         """The greedy actions: (n,) int64, the argmax of `outputs` (the first on a tie, as torch.argmax), or for
-        SAC (n, action_size) float32, tanh of the mean rescaled to the Box (its greedy rule, GREEDY_RULES)."""
+        SAC (n, action_size) float32, tanh of the mean rescaled to the Box (its greedy rule, GREEDY_RULES); for a
+        portfolio, the scores (n, N+1) float32, cash first: PPO's mean, SAC's tanh of it, in [-1, 1]."""
         outputs = self.outputs(observations)
+        if self.portfolio:  # the scores, in [-1, 1] as RLlib's env runners put a sampled action there
+            return GREEDY_RULES[self.algorithm].actions({"action_dist_inputs": outputs}, SCORES)
         if self.action_space is not None:
             return GREEDY_RULES["sac"].actions({"action_dist_inputs": outputs}, self.action_space)
         return outputs.argmax(axis=1).astype(np.int64)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
+from algos.portfolio_model import ModelChoice, pop_model_config
 from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 PPO_SPEEDUP = 8.0
 
 
-class PPOTraining(TrainingBase):
+class PPOTraining(ModelChoice, TrainingBase):
     lr: float = Field(default=3e-4, gt=0)
     # Env steps collected per learner per update (the rollout batch), then `num_epochs` passes over it in
     # minibatches of `minibatch_size`.
@@ -51,12 +52,15 @@ def build(inputs: BuildInputs) -> "PPOConfig":
     from ray.rllib.algorithms.ppo import PPOConfig  # here, not at module load: see algos.dqn.build
 
     from algos.common import apply_common
+    from algos.portfolio_module import with_portfolio_module
 
     training = dict(inputs.sections["training"])
     training.pop("batch_scaling")  # already applied by the platform's hardware plan
+    model = pop_model_config(training)
     if training["grad_clip"] is None:
         training.pop("grad_clip")
-    return apply_common(PPOConfig().training(**training), inputs)
+    config = apply_common(PPOConfig().training(**training), inputs)
+    return with_portfolio_module(config, "ppo", model, inputs.sections["rl_module"])
 
 
 SPEC = AlgorithmSpec(
@@ -64,8 +68,10 @@ SPEC = AlgorithmSpec(
     training_section=PPOTraining,
     build=build,
     trainable=lambda training: "PPO",
-    greedy=GreedyRule(output="action_dist_inputs", argmax=True),  # the most probable action of the categorical
-    action_spaces=("discrete", "box"),  # RLlib's PPO; its greedy rule and numpy export cover discrete actions only
+    # The most probable action of the categorical; on a Box, the diagonal Gaussian's mean, in the Box.
+    greedy=GreedyRule(output="action_dist_inputs", argmax=True, box_mean=True),
+    # RLlib's PPO; the numpy export covers discrete actions and the portfolio modules (training.model)
+    action_spaces=("discrete", "box"),
     smoke_overrides=("training.train_batch_size_per_learner=256", "training.minibatch_size=64",
                      "training.num_epochs=2"),
     learner_metrics=("policy_loss", "vf_loss", "vf_loss_unclipped", "vf_explained_var", "entropy", "mean_kl_loss",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from algos.portfolio_model import ModelChoice, pop_model_config
 from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ OWN_LRS = ("actor_lr", "critic_lr", "alpha_lr")
 SAC_SPEEDUP_AT_ONE_UPDATE_PER_STEP = 0.14
 
 
-class SACTraining(TrainingBase):
+class SACTraining(ModelChoice, TrainingBase):
     lr: float = Field(default=3e-4, gt=0)
     actor_lr: float | None = Field(default=None, gt=0)
     critic_lr: float | None = Field(default=None, gt=0)
@@ -66,10 +67,12 @@ def build(inputs: BuildInputs) -> "SACConfig":
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from algos.common import apply_common
+    from algos.portfolio_module import with_portfolio_module
     from algos.sac_module import TanhMeanSACCatalog
 
     training = dict(inputs.sections["training"])
     training.pop("batch_scaling")  # already applied by the platform's hardware plan
+    model = pop_model_config(training)
     lr = training.pop("lr")  # RLlib's SAC has no single lr: each optimizer gets its own
     rates = {key: lr if training[key] is None else training[key] for key in OWN_LRS}
     replay_config = {"type": "EpisodeReplayBuffer", "capacity": training.pop("replay_buffer_capacity")}
@@ -78,7 +81,8 @@ def build(inputs: BuildInputs) -> "SACConfig":
     config = SACConfig().training(replay_buffer_config=replay_config, **training,
                                   **{k: v for k, v in optional.items() if v is not None})
     # RLlib's own greedy evaluation (model selection reads it) acts as the scorer and the served model do.
-    return apply_common(config, inputs).rl_module(rl_module_spec=RLModuleSpec(catalog_class=TanhMeanSACCatalog))
+    config = apply_common(config, inputs).rl_module(rl_module_spec=RLModuleSpec(catalog_class=TanhMeanSACCatalog))
+    return with_portfolio_module(config, "sac", model, inputs.sections["rl_module"])
 
 
 def _replay_ratio(training: Any, fragment: int, num_envs: int) -> float:

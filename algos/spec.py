@@ -105,22 +105,32 @@ class GreedyRule:
     per-action scores (logits) whose argmax is the action (`argmax`), or a squashed Gaussian's inputs whose mean
     is the action (`squash`: the first half of the last axis is the mean; the action is tanh(mean), rescaled
     from [-1, 1] to the Box's [low, high] as RLlib's env runners unsquash a sampled action), or neither: the
-    output is the action. Data, not code, so the registered MLflow model (experiments/results/policy_model.py) applies
-    it without importing the platform. Works on numpy arrays and torch tensors alike."""
+    output is the action. `box_mean` adds, for a Box action space, a diagonal Gaussian's inputs whose mean (the first
+    half of the last axis, not squashed) is the action, rescaled and clipped to the Box as RLlib's env runners
+    unsquash a sampled action: PPO's rule is argmax for discrete actions and box_mean for a Box. Data, not code, so
+    the registered MLflow model (experiments/results/policy_model.py) applies it without importing the platform.
+    Works on numpy arrays and torch tensors alike."""
 
     output: str
     argmax: bool = False
     squash: bool = False
+    box_mean: bool = False
 
     def __post_init__(self) -> None:
         if self.argmax and self.squash:
             raise InputError(f"greedy rule for {self.output!r}: argmax (discrete) and squash (Box) exclude each other")
+        if self.box_mean and self.squash:
+            raise InputError(f"greedy rule for {self.output!r}: box_mean (a Gaussian's mean) and squash (tanh of it) "
+                             "exclude each other")
 
     def actions(self, out: dict[str, Any], space: Any = None) -> Any:
         """The greedy actions of a forward_inference output. `space`: the action space (a gymnasium Box, or
-        anything with its `low` and `high` arrays), used by `squash` only; without it (or with infinite bounds,
-        which RLlib leaves unscaled too) a squashed action stays in [-1, 1]."""
+        anything with its `low` and `high` arrays), used by `squash` and `box_mean` only; without it (or with
+        infinite bounds, which RLlib leaves unscaled too) a squashed action stays in [-1, 1] and `box_mean` does not
+        apply (a discrete space has no bounds either)."""
         values = out[self.output]
+        if self.box_mean and hasattr(space, "low"):
+            return _in_box(values[..., :values.shape[-1] // 2], space)
         if self.argmax:
             return values.argmax(-1)
         if self.squash:
@@ -132,6 +142,11 @@ def _squashed_mean(values: Any, space: Any) -> Any:
     """tanh of the mean half of a squashed Gaussian's inputs, rescaled to `space`'s bounds when they are finite."""
     mean = values[..., :values.shape[-1] // 2]
     unit = mean.tanh() if hasattr(mean, "tanh") else np.tanh(mean)  # a torch tensor keeps its type and device
+    return _in_box(unit, space)
+
+
+def _in_box(unit: Any, space: Any) -> Any:
+    """Actions meant for [-1, 1] rescaled to `space`'s bounds when they are finite (else as they are)."""
     if space is None or not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
         return unit
     low, high = _like(space.low, unit), _like(space.high, unit)

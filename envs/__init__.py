@@ -155,6 +155,12 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
         comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"),
         baselines="envs.trading.backtest:BASELINES", datasets="envs.trading.datasets:data_parts"),
+    "trading/Portfolio-v0": EnvFamily(
+        "envs.portfolio.env:PortfolioEnv", "envs.portfolio.backtest:evaluate_policy", folds=True,
+        config_model="envs.portfolio.config:PortfolioConfig", timeframe_key="timeframe",
+        data_keys=("data_paths", "table_path", "synthetic_model"), store_key="feature_store",
+        unused_with_protocol=("split_fractions",), comparison_columns=("eval/total_return", "eval/sharpe", "eval/turnover"),
+        baselines="envs.portfolio.baselines:BASELINES", datasets="envs.portfolio.datasets:data_parts"),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA, comparison_columns=_TESTPRIO_COLUMNS,

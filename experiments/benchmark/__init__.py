@@ -18,6 +18,8 @@ both see the same machine and the same load):
 - `features`, `operations`: see their modules,
 - `testprio`: training the cross-project execution agent and ranking one CI cycle with it vs learning-to-rank.
 - `system`:   DQN training with each trial's system metrics sampled vs without (tracking.system_metrics).
+- `portfolio_env`: steps/s of `trading/Portfolio-v0` vs FinRL 0.3.7's StockPortfolioEnv on the same daily closes
+              of 20 and 500 assets (the peer charges no costs and holds no cash).
 
 Peers come from the `bench` extra (`pip install -e .[bench]`); a sub-benchmark whose peer is
 missing is skipped with the install command. Results: `runs/benchmarks/<name>.json` (untracked);

@@ -31,9 +31,11 @@ BENCHMARKS: dict[str, str] = {
     "operations": "experiments.benchmark.operations_bench:run",
     "testprio": "experiments.benchmark.testprio_bench:run",
     "system": "experiments.benchmark.system_bench:run",
+    "portfolio_env": "experiments.benchmark.portfolio_env_bench:run",
 }
-BENCH_EXTRA = 'pip install -e ".[bench]"   (stable-baselines3, gym-anytrading)'
-VERSIONED = ("numpy", "torch", "gymnasium", "ray", "mlflow", "stable-baselines3", "gym-anytrading", "pandas", "ta-lib")
+BENCH_EXTRA = 'pip install -e ".[bench]"   (stable-baselines3, gym-anytrading, finrl)'
+VERSIONED = ("numpy", "torch", "gymnasium", "ray", "mlflow", "stable-baselines3", "gym-anytrading", "pandas", "ta-lib",
+             "finrl")
 
 
 class PeerMissing(RuntimeError):

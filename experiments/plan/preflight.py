@@ -7,6 +7,7 @@ a mistake in any of them stops the whole run before anything trains.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,8 @@ from experiments.hardware import (
     resolve_plan,
     select_preset,
 )
-from experiments.hardware.batch import check_split
-from experiments.hardware.plan import idle_cpus
+from experiments.hardware.batch import check_split, memory_cap
+from experiments.hardware.plan import idle_cpus, trials_at_once
 from experiments.storage.filesystem import Storage, check_storage, resolve_storage
 
 # A --smoke-test run: the same pipeline, 2 trials x 2 short iterations; each algorithm and each env family adds its
@@ -117,27 +118,48 @@ def prepare_data(exp: ExperimentConfig, fetch: bool, log: Callable[[str], None])
     return exp.family.prepare_data(exp.environment.env_config, searched, fetch, log)
 
 
-def check_environment(exp: ExperimentConfig, construct: bool = True) -> list[str]:
+def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[list[str], int]:
     """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
     data. Returns what the env says of itself (e.g. its features) and, with several folds, one line per fold with
-    its periods."""
+    its periods; and the bytes of one observation (float32), which size the update batch's memory (0 if not built)."""
     env_id, env_config = exp.environment.env, exp.environment.env_config
     envs.require_registered(env_id)
     if not construct:
-        return []
+        return [], 0
     periods: list[str] = []
     described: list[str] = []
+    observation_bytes = 0
     for fold in fold_indices(exp):
         fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
         env = exp.family.make(fold_config)
         check_action_space(exp, env.action_space)
         described = described or envs.plan_lines(env)  # the first env built says where its features came from
+        observation_bytes = 4 * math.prod(env.observation_space.shape or (1,))
         exp.family.make({**fold_config, **exp.evaluation.env_config}).close()
         if exp.family.folds:
             parts = env.unwrapped.split_periods()
             periods.append(f"fold {fold}: " + ", ".join(f"{name} {a}..{b}" for name, (a, b) in parts.items()))
         env.close()
-    return described + (periods if len(periods) > 1 else [])
+    return described + (periods if len(periods) > 1 else []), observation_bytes
+
+
+def cap_batch(conf: Path, overrides: list[str], smoke_test: bool, exp: ExperimentConfig, preset: HardwarePreset,
+              observation_bytes: int) -> tuple[ExperimentConfig, list[str]]:
+    """The experiment with its update batch capped so that one update's observations fit the preset's memory
+    (experiments.hardware.batch.memory_cap), set as a --set would set it, and the line that says so; unchanged when
+    it fits. A universe of 500 assets can ask for more than a GPU holds; a coin's window never does."""
+    batch = exp.training.train_batch_size_per_learner
+    trials = min(exp.tune.max_concurrent_trials or trials_at_once(preset), max(exp.num_trials(), 1))
+    cap, where = memory_cap(observation_bytes, preset, trials)
+    if not observation_bytes or not isinstance(batch, int) or batch <= cap:
+        return exp, []
+    capped = [f"training.train_batch_size_per_learner={cap}"]
+    minibatch = getattr(exp.training, "minibatch_size", None)
+    if isinstance(minibatch, int) and minibatch > cap:
+        capped.append(f"training.minibatch_size={cap}")
+    line = (f"batch CAPPED by memory: {batch} observations of {observation_bytes / 1e6:.3g} MB are "
+            f"{batch * observation_bytes / 1e9:.3g} GB, over {where}: batch {batch} -> {cap}")
+    return load(conf, [*overrides, *capped], smoke_test), [line]
 
 
 def check_action_space(exp: ExperimentConfig, space: Any) -> None:
@@ -220,11 +242,14 @@ def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: s
     exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))
     missing = prepare_data(exp, fetch=fetch, log=console.print)
     try:
-        periods = check_environment(exp, construct=not missing)
+        periods, observation_bytes = check_environment(exp, construct=not missing)
     except InputError as error:
         raise named_in(conf, error) from None
     chosen, reason = preset or select_preset(hardware, os.environ, exp.hardware)
+    exp, capped = cap_batch(conf, overrides, smoke_test, exp, chosen, observation_bytes)
+    exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))  # a capped exp is read anew
     plan, budget, lines = plan_resources(exp, chosen, reason)
+    lines += capped
     from experiments.sweep.tuner import check_buildable
 
     params = check_buildable(exp, plan, str(conf))

@@ -365,7 +365,9 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
     agent_series = {seed: _stitch([t for fold in folds for t in chosen[fold] if t.seed == seed], AGENT)
                     if all(any(t.seed == seed for t in chosen[fold]) for fold in folds) else None
                     for seed in seeds}
-    baselines = [name for name in trials[0].report.table.index if name != AGENT]
+    # The report's returns name the baselines a verdict is about; a row of the table only (e.g. the portfolio
+    # family's best asset in hindsight) is shown, never judged against.
+    baselines = [name for name in trials[0].report.returns.columns if name != AGENT]
     trial_returns = _trial_series(trials, folds)
     n_configurations = len({t.point for t in trials})
     n_tried = n_configurations + prior.configurations

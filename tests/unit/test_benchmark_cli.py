@@ -1,4 +1,5 @@
-"""`python -m experiments.benchmark`: arguments, budgets, JSON shape; the env and cli benchmarks with tiny budgets.
+"""`python -m experiments.benchmark`: arguments, budgets, JSON shape; the env, portfolio_env and cli benchmarks with
+tiny budgets.
 
 No test here asserts a wall-clock time or a ratio: they depend on the machine and its load.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 
 from experiments.benchmark import BENCHMARKS
@@ -14,6 +16,7 @@ from experiments.benchmark.__main__ import main, parse_args
 from experiments.benchmark.common import Budget, Figure, machine, versions
 
 HAS_ANYTRADING = importlib.util.find_spec("gym_anytrading") is not None
+HAS_FINRL = importlib.util.find_spec("finrl") is not None
 
 
 def test_parse_defaults_to_all():
@@ -96,3 +99,55 @@ def test_cli_benchmark_times_a_dry_run(tmp_path):
     assert main(["cli", "--quick", "--output", str(tmp_path)]) == 0
     figure = json.loads((tmp_path / "cli.json").read_text())["figures"][0]
     assert figure["platform"] > 0 and figure["target"] == "<= 3 s"
+
+
+@pytest.mark.skipif(not HAS_FINRL, reason='finrl is not installed: pip install -e ".[bench]"')
+def test_portfolio_env_benchmark_tiny_budget_writes_json_and_leaves_no_peer_plots(tmp_path, monkeypatch):
+    """Both envs walk the same days at both (quick) sizes; FinRL's plots and CSVs stay in the temporary folder."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["portfolio_env", "--quick", "--output", "out"]) == 0
+    document = json.loads((tmp_path / "out" / "portfolio_env.json").read_text())
+    assert document["versions"]["finrl"] == "0.3.7"
+    assert len(document["figures"]) == 4
+    for figure in document["figures"]:
+        assert figure["platform"] > 0 and figure["peer"] > 0 and figure["unit"] == "steps/s"
+    assert "no costs and holds no cash" in document["figures"][0]["note"]
+    for n in (4, 8):
+        measured = document["details"][f"n{n}"]
+        assert measured["peer_observation_shape"] == [n + len(measured["features"]), n]
+        assert measured["platform_steps_per_episode"] == measured["peer_steps_per_episode"] - 1 == 39
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_rolling_covariances_match_numpy_per_day():
+    from experiments.benchmark.portfolio_env_bench import rolling_covariances
+
+    returns = np.random.default_rng(0).normal(0.0, 0.02, size=(80, 4))
+    covariances = rolling_covariances(returns, first=30, count=40, lookback=25)
+    for i, day in enumerate(range(30, 70)):
+        np.testing.assert_allclose(covariances[i], np.cov(returns[day - 25:day], rowvar=False), rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.skipif(not HAS_FINRL, reason='finrl is not installed: pip install -e ".[bench]"')
+def test_the_peer_observes_the_covariance_of_the_year_before_and_the_platforms_features(tmp_path):
+    from envs.portfolio.config import PortfolioConfig
+    from envs.portfolio.market import load_portfolio_market
+    from experiments.benchmark import portfolio_env_bench as bench
+
+    table = bench.write_table(3, bench.HISTORY_ROWS + 30 + bench.TEST_ROWS, 0, tmp_path / "closes.csv")
+    market = load_portfolio_market(PortfolioConfig.from_dict(bench.platform_config(table, 30)))
+    peer = bench.peer_env(bench.peer_module(), bench.peer_frame(market), 3, market.feature_names)
+    state, _ = peer.reset()
+    lo = market.bounds["validation"][0]
+    closes = market.universe.closes[lo - bench.COV_LOOKBACK:lo + 1]
+    np.testing.assert_allclose(state[:3], np.cov(closes[1:] / closes[:-1] - 1.0, rowvar=False), rtol=1e-9)
+    np.testing.assert_array_equal(state[3:], market.features[:, lo, :].T)
+
+
+def test_portfolio_env_without_finrl_names_the_install_command(monkeypatch):
+    from experiments.benchmark import PeerMissing
+    from experiments.benchmark import portfolio_env_bench as bench
+
+    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(PeerMissing, match=r"finrl is not installed: pip install -e \".\[bench\]\""):
+        bench.peer_module()

@@ -126,10 +126,23 @@ def test_the_squash_rule_keeps_torch_tensors_torch():
 
 def test_the_dqn_and_ppo_rules_are_unchanged():
     assert DQN_SPEC.greedy == GreedyRule(output="actions") and not DQN_SPEC.greedy.squash
-    assert PPO_SPEC.greedy == GreedyRule(output="action_dist_inputs", argmax=True) and not PPO_SPEC.greedy.squash
+    # PPO argmaxes discrete logits as before; on a Box its Gaussian's mean is the action (box_mean).
+    assert PPO_SPEC.greedy == GreedyRule(output="action_dist_inputs", argmax=True, box_mean=True)
+    assert not PPO_SPEC.greedy.squash
     logits = np.array([[0.1, 2.0, -1.0], [3.0, 0.0, 0.5]], np.float32)
     assert PPO_SPEC.greedy.actions({"action_dist_inputs": logits}).tolist() == [1, 0]
     assert PPO_SPEC.greedy.actions({"action_dist_inputs": torch.as_tensor(logits)}).tolist() == [1, 0]
+    assert PPO_SPEC.greedy.actions({"action_dist_inputs": logits}, gym.spaces.Discrete(3)).tolist() == [1, 0]
+
+
+def test_ppo_on_a_box_acts_with_its_gaussian_mean_in_the_box():
+    means_and_log_stds = np.array([[0.5, -3.0, 2.0, 0.1, 0.2, 0.3]], np.float32)
+    actions = PPO_SPEC.greedy.actions({"action_dist_inputs": means_and_log_stds}, BOX)
+    np.testing.assert_allclose(actions, [[1.0, 0.0, 3.0]])  # (mean + 1) x (high - low) / 2 + low, clipped
+    tensor = PPO_SPEC.greedy.actions({"action_dist_inputs": torch.as_tensor(means_and_log_stds)}, BOX)
+    assert isinstance(tensor, torch.Tensor) and np.array_equal(tensor.numpy(), actions)
+    with pytest.raises(InputError, match="exclude each other"):
+        GreedyRule(output="action_dist_inputs", box_mean=True, squash=True)
     actions = np.array([2, 0])
     assert DQN_SPEC.greedy.actions({"actions": actions}) is actions
 

@@ -1,0 +1,129 @@
+"""`trading/Portfolio-v0`: one policy allocates across a universe of assets; costs are in the reward.
+
+Every `decision_interval` bars the agent gives N+1 scores (cash first) after bar t's close; the env maps them to
+weights (envs.portfolio.weights), fills them at bar t+1's open at the exact self-financing cost (envs.portfolio.book)
+and holds the units until the next decision. The reward is the log change of equity from close t to the close before
+the next decision, times `reward_scale`. Training episodes are random windows of the fold's train part;
+validation and test episodes walk their whole part.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.portfolio.book import PortfolioBook, step_book
+from envs.portfolio.config import PortfolioConfig
+from envs.portfolio.market import PortfolioMarket, load_portfolio_market
+from envs.portfolio.weights import scores_to_weights
+
+EXTRA_COLUMNS = 2  # after each asset's window of features: its current weight, and whether it can trade
+
+
+class PortfolioEnv(gym.Env):
+    """## Description
+
+    A universe of N assets (one bars file each, or one wide table) on the union of their calendars. An asset listed
+    later has weight 0 until it can trade; one whose bars end is sold at its last close.
+
+    ## Action Space
+
+    `Box(-1, 1, (N+1,), float32)`: scores, cash first. `weights: long_only` (default) gives softmax(kappa * score)
+    over cash and the tradable assets; `long_short` gives tanh(kappa * score) per asset scaled to sum(|w|) <=
+    `gross_cap`, cash the rest.
+
+    ## Observation Space
+
+    `Box(-10, 10, (N, window * F + 2), float32)`: one row per asset, its last `window` bars of F features (oldest
+    first, bar-major, z-scored with its own train statistics, 0 where unknown), then its current weight (at the
+    decision bar's close), then 1 if it can trade at the next fill, else 0. One network can read every row.
+
+    ## Rewards
+
+    `reward_scale` x the log change of equity from the decision bar's close to the close before the next decision,
+    net of the rebalance cost (`fee_bps` + `slippage_bps` on every asset's traded notional, paid out of itself).
+
+    ## Starting State, Episode End
+
+    All cash, equity 1. Training episodes start at a uniformly drawn row of the train part and are truncated after
+    `episode_length` bars; validation and test walk their whole part.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, config: dict[str, Any] | None = None, market: PortfolioMarket | None = None) -> None:
+        self.cfg = PortfolioConfig.from_dict(config)
+        self.market = market or load_portfolio_market(self.cfg)
+        universe = self.market.universe
+        self.n_assets = universe.n_assets
+        n_features = self.market.features.shape[2]
+        self._row_width = self.cfg.window * n_features
+        self.observation_space = gym.spaces.Box(-10.0, 10.0, shape=(self.n_assets, self._row_width + EXTRA_COLUMNS),
+                                                dtype=np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(self.n_assets + 1,), dtype=np.float32)
+        self._lo, self._hi = self.market.bounds[self.cfg.split]
+        self._interval = self.cfg.decision_interval
+        self._opens, self._closes = universe.opens, universe.closes
+        self._last_rows = universe.last_rows
+        # (N, T * F): a window of one asset is one contiguous run of its row
+        self._features = np.ascontiguousarray(self.market.features.reshape(self.n_assets, -1))
+        self._n_features = n_features
+
+    def plan_lines(self) -> list[str]:
+        market, universe = self.market, self.market.universe
+        return [f"universe: {universe.n_assets} assets ({', '.join(universe.symbols[:8])}"
+                f"{', ...' if universe.n_assets > 8 else ''}) on {len(universe.timestamps)} {universe.timeframe} bars"
+                f"{', close-only' if universe.close_only else ''}, {market.bars_per_year:.1f} bars a year",
+                f"features: {len(market.feature_names)} per asset ({', '.join(market.feature_names)}), warm-up "
+                f"{market.feature_warmup} bars"]
+
+    def split_periods(self) -> dict[str, tuple[str, str]]:
+        stamps = self.market.timestamps
+        return {name: (f"{stamps[lo]:%Y-%m-%d}", f"{stamps[hi - 1]:%Y-%m-%d}")
+                for name, (lo, hi) in ((n, self.market.bounds[n]) for n in ("train", "validation", "test"))}
+
+    def _episode_bounds(self) -> tuple[int, int]:
+        last_row = self._hi - 1
+        length = self.cfg.episode_length
+        if length is None or self.cfg.split != "train" or last_row - self._lo <= length:
+            return self._lo, last_row
+        start = int(self.np_random.integers(self._lo, last_row - length + 1))
+        return start, start + length
+
+    def observation_at(self, row: int, held: np.ndarray) -> np.ndarray:
+        """The observation at decision row `row` with asset weights `held` (N,)."""
+        obs = np.empty((self.n_assets, self._row_width + EXTRA_COLUMNS), dtype=np.float32)
+        end = (row + 1) * self._n_features
+        obs[:, :self._row_width] = self._features[:, end - self._row_width:end]
+        obs[:, self._row_width] = held
+        obs[:, self._row_width + 1] = self.market.tradable[row]
+        return obs
+
+    def weights_of(self, action: np.ndarray, row: int) -> np.ndarray:
+        """The target weights (cash first) that scores at decision row `row` ask for."""
+        return scores_to_weights(action, self.market.tradable[row], self.cfg.weights, self.cfg.kappa,
+                                 self.cfg.gross_cap)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t, self._end = self._episode_bounds()
+        self.book = PortfolioBook(self.n_assets, self.cfg.cost_rate)
+        self._equity = 1.0
+        return self.observation_at(self._t, np.zeros(self.n_assets)), self._info()
+
+    def step(self, action: np.ndarray):
+        target = self.weights_of(action, self._t)
+        next_row = min(self._t + self._interval, self._end)
+        equity = step_book(self.book, target, self._t + 1, next_row, self._opens, self._closes, self._last_rows)
+        reward = math.log(equity / self._equity) * self.cfg.reward_scale
+        self._equity = equity
+        self._t = next_row
+        held = self.book.units * self._closes[next_row] / equity
+        return (self.observation_at(next_row, held), reward, False, next_row >= self._end,
+                {**self._info(), "weights": target})
+
+    def _info(self) -> dict[str, Any]:
+        return {"equity": self._equity, "row": self._t, "costs_paid": self.book.costs_paid,
+                "turnover": self.book.traded_notional}

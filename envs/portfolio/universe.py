@@ -1,0 +1,241 @@
+"""A universe: the bars of N assets on one calendar, read from one file per asset or from one wide table.
+
+The calendar is the union of the assets' bar times, from the first bar time at which two assets trade: before that
+there is nothing to allocate between. Each asset is listed from its first bar to its last; inside that span a
+missing bar (another asset's weekend, an outage) is a flat bar at the last close, and outside it the asset cannot
+be traded. Prices outside the span are filled with the nearest listed price only so that arithmetic on them stays
+finite: an unlisted asset is never held (envs.portfolio.book sells an asset at its last close).
+
+A universe whose files carry only closes (a wide table of `ASSET:close` columns, the OLPS data sets) is close-only:
+a bar's open is the previous close, so a decision at close t fills at close t. Its feature list may name only what
+reads the close alone (`close_only_refusal`).
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from envs.errors import InputError
+from envs.trading.data import BAR_COLUMNS, digest_of, load_bars, read_bytes, timeframe_delta
+from envs.trading.features.spec import Block, Item, TransformFeature
+from envs.trading.features.talib_functions import TaFeature, input_columns
+from envs.trading.features.transforms import TRANSFORMS
+from envs.trading.symbols import canonical_symbol
+
+WIDE_SEPARATOR = ":"
+
+
+@dataclass(frozen=True)
+class Universe:
+    """N assets' bars on one calendar (rows) in the universe's order (columns)."""
+
+    symbols: tuple[str, ...]
+    timestamps: pd.DatetimeIndex
+    opens: np.ndarray        # (T, N) finite everywhere (see the module docstring)
+    closes: np.ndarray       # (T, N)
+    listed: np.ndarray       # (T, N) bool: the row is inside the asset's span of bars
+    frames: tuple[pd.DataFrame, ...]  # each asset's bars on the calendar rows of its span (flat bars in its holes)
+    timeframe: str
+    close_only: bool
+    source: str              # what the universe was read from, for messages and reports
+
+    @property
+    def n_assets(self) -> int:
+        return len(self.symbols)
+
+    def window_digest(self, windows: tuple[tuple[int, int], ...]) -> str:
+        """A digest of the assets' prices on `windows` (rows) and their times: the trials ledger's key, so the same
+        closes saved again, or other bars outside the windows, are the same attempts."""
+        parts = [np.ascontiguousarray(a[start:stop]).tobytes() + self.timestamps[start:stop].asi8.tobytes()
+                 for start, stop in windows for a in (self.opens, self.closes)]
+        return digest_of(b"".join([",".join(self.symbols).encode(), *parts]))
+
+    @property
+    def first_rows(self) -> np.ndarray:
+        return np.argmax(self.listed, axis=0)
+
+    @property
+    def last_rows(self) -> np.ndarray:
+        """Each asset's last listed row, or T (past the end) for one listed to the calendar's end: only an asset
+        whose bars end inside the calendar is sold at its last close."""
+        n = len(self.timestamps)
+        last = n - 1 - np.argmax(self.listed[::-1], axis=0)
+        return np.where(last == n - 1, n, last)
+
+
+def close_only_refusal(items: tuple[Item, ...], where: str) -> None:
+    """A close-only universe accepts features whose only input is the close; the first one that reads open, high, low
+    or volume is refused in one line naming it."""
+    for item in items:
+        if isinstance(item, TransformFeature):
+            needs = set(TRANSFORMS[item.name].needs) | {str(dict(item.params).get("input", "close"))}
+            needs = {"volume" if need == "log_volume" else "close" if need == "log_close" else need for need in needs}
+            label = item.label
+        elif isinstance(item, TaFeature):
+            needs, label = set(input_columns(item.name)), item.label
+        elif isinstance(item, Block):
+            raise InputError(f"{where}: the {item.kind}: block {item.label!r} is not available for a close-only "
+                             "universe: use features of the close (log_return, volatility, trend, zscore, log_rsi, "
+                             "{ta: RSI}, {ta: EMA}, ...)")
+        extra = sorted(needs - {"close"})
+        if extra:
+            raise InputError(f"{where}: feature {label!r} reads {', '.join(extra)}, which a close-only universe does "
+                             "not have: use features of the close only (log_return, volatility, trend, zscore, "
+                             "log_rsi, {ta: RSI}, {ta: EMA}, ...), or give files with OHLCV bars")
+
+
+def load_universe(paths: list[str] | None, table: str | None, assets: list[str] | None,
+                  timeframe: str | None) -> Universe:
+    """The universe of one bars file per asset (`paths`) or of a wide table's named `assets`."""
+    if table:
+        frames, source, close_only = _table_frames(table, assets, timeframe)
+    else:
+        frames, source, close_only = _file_frames(paths or []), ", ".join(paths or []), False
+    return build_universe(frames, source, close_only)
+
+
+def build_universe(frames: dict[str, pd.DataFrame], source: str, close_only: bool) -> Universe:
+    """Put each asset's bars (OHLCV, or close only) on the union calendar; see the module docstring."""
+    if len(frames) < 2:
+        raise InputError(f"{source}: a universe of {len(frames)} asset(s): a portfolio allocates between two or "
+                         "more; trade one asset with environment.env: trading/Spot-v0")
+    timeframes = {symbol: frame.attrs.get("timeframe") for symbol, frame in frames.items()}
+    if len(set(timeframes.values())) > 1:
+        listed = ", ".join(f"{symbol} {tf}" for symbol, tf in timeframes.items())
+        raise InputError(f"{source}: the assets' bars have different timeframes ({listed}): resample them to one "
+                         "timeframe (python -m experiments.data import ... --timeframe)")
+    timeframe = next(iter(timeframes.values()))
+    # In int64 nanoseconds: a set of Timestamps takes minutes for 500 assets, and files may keep other units.
+    each = [frame.index.as_unit("ns").asi8 for frame in frames.values()]
+    union = np.unique(np.concatenate(each))
+    stamps = pd.DatetimeIndex(union.view("datetime64[ns]"), name="timestamp").tz_localize("UTC")
+    trading = np.zeros(len(stamps), dtype=np.int64)
+    for values in each:
+        trading[np.searchsorted(union, values)] += 1
+    both = np.flatnonzero(trading >= 2)
+    if not len(both):
+        raise InputError(f"{source}: no bar time at which two assets trade (each asset's bars lie outside every "
+                         "other's): give assets whose histories overlap")
+    calendar = stamps[both[0]:]
+    on_calendar, opens, closes, listed = [], [], [], []
+    for symbol, frame in frames.items():
+        span = calendar[(calendar >= frame.index[0]) & (calendar <= frame.index[-1])]
+        if not len(span):
+            raise InputError(f"{source}: {symbol}'s bars end at {frame.index[-1]}, before the universe's calendar "
+                             f"starts ({calendar[0]}, the first bar time at which two assets trade): drop {symbol}")
+        filled = _flat_bars_in_holes(frame.reindex(span), close_only)
+        filled.attrs = {}  # its values, not its file's bytes, name it from here on (features.store.bars_digest)
+        on_calendar.append(filled)
+        where = calendar.get_indexer(span)
+        mask = np.zeros(len(calendar), dtype=bool)
+        mask[where] = True
+        listed.append(mask)
+        opens.append(_spread(filled["open"].to_numpy(), where, len(calendar)))
+        closes.append(_spread(filled["close"].to_numpy(), where, len(calendar)))
+    return Universe(symbols=tuple(frames), timestamps=calendar, opens=np.stack(opens, axis=1),
+                    closes=np.stack(closes, axis=1), listed=np.stack(listed, axis=1), frames=tuple(on_calendar),
+                    timeframe=str(timeframe), close_only=close_only, source=source)
+
+
+def _flat_bars_in_holes(frame: pd.DataFrame, close_only: bool) -> pd.DataFrame:
+    """Rows of the asset's span that it has no bar for: flat at the last close, no volume; a close-only asset's open
+    is the previous close on every row."""
+    close = frame["close"].ffill()
+    filled = frame.copy()
+    filled["close"] = close
+    if close_only:
+        filled["open"] = close.shift(1).fillna(close)
+        return filled[["open", "close"]]
+    for column in ("open", "high", "low"):
+        filled[column] = filled[column].fillna(close)
+    filled["volume"] = filled["volume"].fillna(0.0)
+    return filled[list(BAR_COLUMNS)]
+
+
+def _spread(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """An asset's prices on its rows of the calendar, the nearest listed price elsewhere (never traded there)."""
+    out = np.empty(n)
+    out[:rows[0]] = values[0]
+    out[rows[0]:rows[-1] + 1] = values
+    out[rows[-1] + 1:] = values[-1]
+    return out
+
+
+def _file_frames(paths: list[str]) -> dict[str, pd.DataFrame]:
+    frames: dict[str, pd.DataFrame] = {}
+    for path in paths:
+        bars = load_bars(path)
+        symbol = canonical_symbol(str(bars.attrs.get("symbol") or Path(path).stem.split("_")[0]))
+        if symbol in frames:
+            raise InputError(f"{path}: a second file of {symbol} in environment.env_config.data_paths: name each "
+                             "asset once")
+        if not bars.attrs.get("timeframe"):
+            raise InputError(f"{path}: timeframe unknown (no metadata): re-import it with python -m experiments.data "
+                             "import ... --timeframe TF")
+        frames[symbol] = bars
+    return frames
+
+
+def _read_table(path: str) -> pd.DataFrame:
+    data = read_bytes(path, "wide table")
+    if path.endswith(".parquet"):
+        try:
+            frame = pd.read_parquet(io.BytesIO(data))
+        except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file
+            raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}): write it again") from None
+        if isinstance(frame.index, pd.DatetimeIndex):
+            return frame
+    else:
+        try:
+            frame = pd.read_csv(io.BytesIO(data))
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: cannot parse as CSV ({type(exc).__name__}): check the delimiter") from None
+    time_column = frame.columns[0]
+    if WIDE_SEPARATOR in str(time_column):
+        raise InputError(f"{path}: a wide table needs its time as the first column; found {time_column!r} there")
+    stamps = pd.to_datetime(frame.pop(time_column), utc=True, errors="coerce", format="mixed")
+    if stamps.isna().any():
+        row = int(np.flatnonzero(stamps.isna().to_numpy())[0])
+        raise InputError(f"{path}: column {time_column!r} row {row + 1}: not a timestamp: use ISO dates")
+    return frame.set_index(pd.DatetimeIndex(stamps, name="timestamp"))
+
+
+def _table_frames(path: str, assets: list[str] | None,
+                  timeframe: str | None) -> tuple[dict[str, pd.DataFrame], str, bool]:
+    """Each asset's bars from a wide table of `ASSET:field` columns (`BTC:close`, `BTC:open`, ...)."""
+    table = _read_table(path)
+    fields: dict[str, dict[str, str]] = {}
+    for column in table.columns:
+        asset, _, field = str(column).partition(WIDE_SEPARATOR)
+        if field:
+            fields.setdefault(asset.strip(), {})[field.strip().lower()] = column
+    found = ", ".join(fields) or "none"
+    wanted = assets or list(fields)
+    missing = [asset for asset in wanted if asset not in fields]
+    if missing:
+        raise InputError(f"{path}: the wide table has no columns for {', '.join(missing)} (assets in it: {found}): "
+                         "fix environment.env_config.assets, or add ASSET:close columns")
+    timeframe = timeframe or table.attrs.get("timeframe")
+    if not timeframe:
+        raise InputError(f"{path}: timeframe unknown: set environment.env_config.timeframe (e.g. 1d)")
+    timeframe_delta(timeframe)
+    full = [asset for asset in wanted if set(BAR_COLUMNS) <= set(fields[asset])]
+    close_only = len(full) < len(wanted)
+    frames: dict[str, pd.DataFrame] = {}
+    for asset in wanted:
+        if "close" not in fields[asset]:
+            raise InputError(f"{path}: asset {asset} has no {asset}{WIDE_SEPARATOR}close column: add it")
+        columns = ["close"] if close_only else list(BAR_COLUMNS)
+        frame = table[[fields[asset][c] for c in columns]].set_axis(columns, axis=1).astype(np.float64)
+        frame = frame[frame["close"].notna()]
+        if frame.empty:
+            raise InputError(f"{path}: asset {asset} has no closes: drop it from environment.env_config.assets")
+        if not np.all(np.isfinite(frame.to_numpy())) or (frame["close"] <= 0).any():
+            raise InputError(f"{path}: asset {asset} has non-positive or non-finite prices: fix the table")
+        frame.attrs = {"timeframe": timeframe}
+        frames[asset] = frame
+    return frames, path, close_only
