@@ -26,6 +26,9 @@ SAC_SPEEDUP_AT_ONE_UPDATE_PER_STEP = 0.14
 
 
 class SACTraining(ModelChoice, TrainingBase):
+    # Which code trains it: RLlib's SAC (the only one today; a file that names it keeps meaning it when a fast path
+    # comes, as training.implementation does for DQN).
+    implementation: Literal["rllib"] = "rllib"
     lr: float = Field(default=3e-4, gt=0)
     actor_lr: float | None = Field(default=None, gt=0)
     critic_lr: float | None = Field(default=None, gt=0)
@@ -72,6 +75,7 @@ def build(inputs: BuildInputs) -> "SACConfig":
 
     training = dict(inputs.sections["training"])
     training.pop("batch_scaling")  # already applied by the platform's hardware plan
+    training.pop("implementation")
     model = pop_model_config(training)
     lr = training.pop("lr")  # RLlib's SAC has no single lr: each optimizer gets its own
     rates = {key: lr if training[key] is None else training[key] for key in OWN_LRS}

@@ -160,7 +160,9 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         config_model="envs.portfolio.config:PortfolioConfig", timeframe_key="timeframe",
         data_keys=("data_paths", "table_path", "synthetic_model"), store_key="feature_store",
         unused_with_protocol=("split_fractions",), comparison_columns=("eval/total_return", "eval/sharpe", "eval/turnover"),
-        baselines="envs.portfolio.baselines:BASELINES", datasets="envs.portfolio.datasets:data_parts"),
+        baselines="envs.portfolio.baselines:BASELINES", datasets="envs.portfolio.datasets:data_parts",
+        # a synthetic universe's smoke test runs at 20 assets (conf/ppo_portfolio_500.yaml); files ignore the key
+        smoke_overrides=("environment.env_config.synthetic_assets=20",)),
     "agents/TestPrioritization-v0": EnvFamily(
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA, comparison_columns=_TESTPRIO_COLUMNS,

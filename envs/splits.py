@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from envs.errors import InputError
 
 PROTOCOLS = ("holdout", "walk_forward")
@@ -147,3 +149,15 @@ class Protocol:
                              f"{n} available for its rolling train window: use a longer history, fewer folds or "
                              "a shorter train_size")
         return Fold(index, (train_start, max(train_end, 0)), (validation_start, validation_end), (test_start, test_end))
+
+
+def episode_bounds(lo: int, hi: int, episode_length: int | None, random_start: bool,
+                   rng: np.random.Generator) -> tuple[int, int]:
+    """An episode's first decision row and last row reached in a part [lo, hi): the whole part (validation, test,
+    or episode_length None), else `episode_length` rows from a uniformly drawn start (training); the last fill, at
+    row hi - 1, stays inside the part."""
+    last_row = hi - 1
+    if episode_length is None or not random_start or last_row - lo <= episode_length:
+        return lo, last_row
+    start = int(rng.integers(lo, last_row - episode_length + 1))
+    return start, start + episode_length

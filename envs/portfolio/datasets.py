@@ -12,7 +12,7 @@ from envs.portfolio.universe import Universe
 from envs.splits import PARTS
 
 SOURCE_FIELDS = ("source", "data_paths", "table_path", "assets", "timeframe", "synthetic_assets", "synthetic_bars",
-                 "synthetic_seed", "synthetic_model")
+                 "synthetic_seed", "synthetic_model", "synthetic_signal")
 
 
 def data_parts(env_config: dict[str, Any]) -> list[DataPart]:

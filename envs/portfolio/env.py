@@ -18,6 +18,7 @@ from envs.portfolio.book import PortfolioBook, step_book
 from envs.portfolio.config import PortfolioConfig
 from envs.portfolio.market import PortfolioMarket, load_portfolio_market
 from envs.portfolio.weights import scores_to_weights
+from envs.splits import episode_bounds
 
 EXTRA_COLUMNS = 2  # after each asset's window of features: its current weight, and whether it can trade
 
@@ -84,14 +85,6 @@ class PortfolioEnv(gym.Env):
         return {name: (f"{stamps[lo]:%Y-%m-%d}", f"{stamps[hi - 1]:%Y-%m-%d}")
                 for name, (lo, hi) in ((n, self.market.bounds[n]) for n in ("train", "validation", "test"))}
 
-    def _episode_bounds(self) -> tuple[int, int]:
-        last_row = self._hi - 1
-        length = self.cfg.episode_length
-        if length is None or self.cfg.split != "train" or last_row - self._lo <= length:
-            return self._lo, last_row
-        start = int(self.np_random.integers(self._lo, last_row - length + 1))
-        return start, start + length
-
     def observation_at(self, row: int, held: np.ndarray) -> np.ndarray:
         """The observation at decision row `row` with asset weights `held` (N,)."""
         obs = np.empty((self.n_assets, self._row_width + EXTRA_COLUMNS), dtype=np.float32)
@@ -108,7 +101,8 @@ class PortfolioEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self._t, self._end = self._episode_bounds()
+        self._t, self._end = episode_bounds(self._lo, self._hi, self.cfg.episode_length, self.cfg.split == "train",
+                                            self.np_random)
         self.book = PortfolioBook(self.n_assets, self.cfg.cost_rate)
         self._equity = 1.0
         return self.observation_at(self._t, np.zeros(self.n_assets)), self._info()

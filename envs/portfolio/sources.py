@@ -10,7 +10,9 @@ def load_config_universe(cfg: PortfolioConfig) -> Universe:
     """The universe an env_config names."""
     if cfg.source == "synthetic":
         frames = synthetic_universe(cfg.synthetic_assets, cfg.timeframe or "1h", cfg.synthetic_bars,
-                                    cfg.synthetic_seed, planted=cfg.synthetic_model == "planted")
-        label = f"SYNTHETIC {cfg.synthetic_model} universe of {cfg.synthetic_assets} assets (seed {cfg.synthetic_seed})"
+                                    cfg.synthetic_seed, planted=cfg.synthetic_model == "planted",
+                                    signal=cfg.synthetic_signal)
+        label = (f"SYNTHETIC {cfg.synthetic_model} universe of {cfg.synthetic_assets} assets (seed {cfg.synthetic_seed}, "
+                 f"signal x{cfg.synthetic_signal:g})")
         return build_universe(frames, label, close_only=False)
     return load_universe(cfg.data_paths, cfg.table_path, cfg.assets, cfg.timeframe)

@@ -16,7 +16,6 @@ or one fold of a walk-forward protocol).
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,15 +23,15 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from envs.errors import InputError
-from envs.splits import Fold, Protocol
-from envs.trading.calendar import ALL_WEEK, bars_per_year, check_calendar, detect_calendar, parse_calendar
+from envs.splits import Fold, episode_bounds
+from envs.trading.bars_config import BarsConfig
+from envs.trading.calendar import ALL_WEEK, bars_per_year, check_calendar, detect_calendar
 from envs.trading.data import timeframe_delta, values_digest
 from envs.trading.features import DEFAULT_FEATURES, FeatureSet, RawFeatures, market_features, normalize
 from envs.trading.features.matrix import bars_needed
-from envs.trading.features.spec import parse_features_json
 from envs.trading.features.store import FeatureStore, bars_digest
 from envs.trading.ledger import DEFAULT_MAINTENANCE_MARGIN, Ledger
 from envs.trading.positions import (
@@ -43,7 +42,6 @@ from envs.trading.positions import (
     is_continuous,
 )
 from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
-from envs.validation import StrictModel, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO_ROOT / "data" / "raw" / "BTC-USD_1h.parquet"
@@ -53,14 +51,9 @@ SPLITS = ("train", "validation", "test")
 VALIDATION_HALVES = ("validation_a", "validation_b")
 
 
-# Keys RLlib adds to every env_config it hands an env (EnvContext); they are not the user's settings.
-RLLIB_CONTEXT_KEYS = ("worker_index", "vector_index", "num_workers", "remote")
-
-
-class TradingConfig(StrictModel):
-    """Everything that defines the market an agent trades; built from the env_config dict."""
-
-    model_config = ConfigDict(frozen=True)
+class TradingConfig(BarsConfig):
+    """Everything that defines the market an agent trades; built from the env_config dict (the keys every trading
+    family shares are envs.trading.bars_config.BarsConfig's)."""
 
     # Where bars come from: "file" reads data_path, or <data_dir>/<symbol>_<timeframe>.parquet when
     # data_path is null; "synthetic" generates a seeded market labeled synthetic (see envs.trading.synthetic).
@@ -69,28 +62,10 @@ class TradingConfig(StrictModel):
     data_dir: str = str(DEFAULT_DATA.parent)
     symbol: str = "BTC-USD"
     timeframe: str | None = None  # None: read from the parquet's metadata (synthetic: 1h)
-    # How many bars make a year, for every annualized figure (envs.trading.calendar): 24/7 (365 days of bars),
-    # weekdays (the bars per year of the file's span: weekends closed) or the number itself. None: the data's own
-    # (the file's metadata, else detected from its bars). A calendar that closes days holding bars is refused.
-    calendar: str | float | None = None
     synthetic_bars: int = Field(default=20_000, ge=100)
     synthetic_seed: int = 0
     synthetic_model: str = "regimes"  # envs.trading.sources.SYNTHETIC_MODELS: regimes, random_walk, planted_signal
     split: Literal["train", "validation", "test", "validation_a", "validation_b"] = "train"
-    # The time splits: `protocol` (envs.splits.Protocol as a mapping; the platform fills it from
-    # evaluation.protocol) and which of its folds this env is; without it, the holdout split_fractions.
-    split_fractions: tuple[float, ...] = (0.7, 0.15, 0.15)
-    protocol: dict[str, Any] | str | None = None
-    fold: int = Field(default=0, ge=0)
-    # Bars between decisions: the agent picks a target position every `decision_interval` bars and
-    # holds it in between (one env step = that many bars; the reward is the ledger's log equity change
-    # over them). 1 decides every bar.
-    decision_interval: int = Field(default=1, ge=1)
-    window: int = Field(default=24, ge=1)
-    episode_length: int | None = Field(default=720, ge=2)  # None: walk the whole split
-    # Costs in basis points of the notional traded; 10,000 bps would be the whole notional.
-    fee_bps: float = Field(default=10.0, ge=0, lt=10_000)
-    slippage_bps: float = Field(default=2.0, ge=0, lt=10_000)
     # Discrete sets pick a whole position: long_flat (0, 1), long_short (-1, 0, 1). Continuous positions size it:
     # the action is the target exposure (fraction of equity in the coin) in [0, 1] (continuous) or [-1, 1]
     # (continuous_long_short, shorts under the same margin rules). envs.trading.positions.
@@ -102,19 +77,8 @@ class TradingConfig(StrictModel):
     # A short is liquidated (and the episode terminated) when equity <= maintenance_margin x the value of
     # the borrowed coins, checked at every open and close (envs.trading.ledger). Longs borrow nothing.
     maintenance_margin: float = Field(default=DEFAULT_MAINTENANCE_MARGIN, gt=0, lt=1)
-    reward_scale: float = Field(default=100.0, gt=0)
-    # What the agent sees of each bar: feature sets, transforms, TA-Lib functions and blocks (higher timeframes,
-    # other markets, outside series), envs.trading.features.spec; the default is the eight features of `basic`.
+    # The default is the eight features of `basic`.
     features: list[Any] = Field(default_factory=lambda: list(DEFAULT_FEATURES))
-    # Where computed feature matrices are cached by content (a folder or s3:// URI; the platform sets it to the
-    # run's storage root + features/). None: computed once per process.
-    feature_store: str | None = None
-
-    @classmethod
-    def from_dict(cls, config: dict[str, Any] | None) -> "TradingConfig":
-        """The config of an env_config dict (RLlib's context keys dropped); InputError naming the key."""
-        values = {k: v for k, v in dict(config or {}).items() if k not in RLLIB_CONTEXT_KEYS}
-        return validate(cls, values, "trading env", prefix="env_config.")
 
     @field_validator("synthetic_model")
     @classmethod
@@ -123,26 +87,6 @@ class TradingConfig(StrictModel):
             raise ValueError(f"must be one of {', '.join(SYNTHETIC_MODELS)}")
         return value
 
-    @field_validator("calendar", mode="before")
-    @classmethod
-    def _known_calendar(cls, value: object) -> str | float | None:
-        return None if value is None else parse_calendar(value)
-
-    @field_validator("features")
-    @classmethod
-    def _known_features(cls, value: list[Any]) -> list[Any]:
-        parse_features_json(json.dumps(value, sort_keys=True, default=str))  # names, parameters, outputs, lags
-        return value
-
-    def feature_items(self) -> tuple:
-        """The feature list as objects (envs.trading.features.spec)."""
-        return parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
-
-    @model_validator(mode="after")
-    def _protocol_is_valid(self) -> "TradingConfig":
-        self.split_protocol()  # raises on a bad protocol or split_fractions
-        return self
-
     @model_validator(mode="after")
     def _min_trade_is_for_continuous_positions(self) -> "TradingConfig":
         if not is_continuous(self.positions) and self.min_trade != DEFAULT_MIN_TRADE:
@@ -150,21 +94,6 @@ class TradingConfig(StrictModel):
                              f"{self.positions} trades whole positions, which no min_trade holds back; remove min_trade "
                              "or use positions continuous or continuous_long_short")
         return self
-
-    @model_validator(mode="after")
-    def _interval_fits_an_episode(self) -> "TradingConfig":
-        if self.episode_length is not None and self.episode_length < 2 * self.decision_interval:
-            raise ValueError(f"env_config.decision_interval {self.decision_interval} bars leaves fewer than 2 "
-                             f"decisions in an episode of episode_length {self.episode_length} bars: use a shorter "
-                             "interval or longer episodes")
-        return self
-
-    def split_protocol(self) -> Protocol:
-        """The protocol whose fold `fold` this env trades: `protocol`, else the holdout `split_fractions`."""
-        if self.protocol is not None:
-            return Protocol.from_dict(self.protocol, "env_config.protocol")
-        return Protocol.from_dict({"type": "holdout", "fractions": list(self.split_fractions)},
-                                  "env_config.split_fractions")
 
 
 @dataclass(frozen=True)
@@ -440,13 +369,7 @@ class SpotTradingEnv(gym.Env):
         return split_periods(self.market)
 
     def _episode_bounds(self) -> tuple[int, int]:
-        """First decision row and last row reached; the last fill (row hi - 1) stays inside the split."""
-        last_row = self._hi - 1
-        length = self.cfg.episode_length
-        if length is None or self.cfg.split != "train" or last_row - self._lo <= length:
-            return self._lo, last_row
-        start = int(self.np_random.integers(self._lo, last_row - length + 1))
-        return start, start + length
+        return episode_bounds(self._lo, self._hi, self.cfg.episode_length, self.cfg.split == "train", self.np_random)
 
     def _observation(self) -> np.ndarray:
         # The window's rows are one contiguous run of the C-ordered feature matrix: copy it and the

@@ -91,8 +91,10 @@ def _latent_drift(seed: int, n_assets: int, n_bars: int, planted: bool) -> np.nd
 
 
 def synthetic_universe(n_assets: int, timeframe: str, n_bars: int, seed: int,
-                       planted: bool) -> dict[str, pd.DataFrame]:
-    """SYNTHETIC OHLCV bars of `n_assets` coins sharing one market: deterministic per (seed, planted), validated."""
+                       planted: bool, signal: float = 1.0) -> dict[str, pd.DataFrame]:
+    """SYNTHETIC OHLCV bars of `n_assets` coins sharing one market: deterministic per (seed, planted, signal),
+    validated. `signal` scales the drift (1: DRIFT_SCALE): a canary may plant it stronger, so that what it checks
+    (that the pipeline learns and finds a cross-sectional edge) does not hang on a marginal one."""
     if n_assets < 1 or n_bars < 2:
         raise ValueError(f"synthetic_universe: need n_assets >= 1 and n_bars >= 2, got {n_assets} and {n_bars}")
     step = timeframe_delta(timeframe)
@@ -110,7 +112,7 @@ def synthetic_universe(n_assets: int, timeframe: str, n_bars: int, seed: int,
     z = _student_t(_draws(seed, "idiosyncratic"), n_assets, n_bars)
     idio_var = idio_vol ** 2 * dt * _garch_variances(z, h0=0.5 + 1.5 * garch_start[:, 0])
     bar_var = beta ** 2 * market_var + idio_var
-    drift = DRIFT_SCALE * idio_vol * math.sqrt(dt) * _latent_drift(seed, n_assets, n_bars, planted)
+    drift = signal * DRIFT_SCALE * idio_vol * math.sqrt(dt) * _latent_drift(seed, n_assets, n_bars, planted)
     log_return = beta * np.sqrt(market_var) * u + np.sqrt(idio_var) * z + drift - 0.5 * bar_var
     close = start_price * np.exp(np.cumsum(log_return, axis=1))
     prev_close = np.hstack([start_price, close[:, :-1]])
@@ -125,8 +127,8 @@ def synthetic_universe(n_assets: int, timeframe: str, n_bars: int, seed: int,
               * (1.0 + 1.5 * np.abs(log_return) / bar_sigma) / 2.2)
 
     index = pd.date_range(START, periods=n_bars, freq=step, name="timestamp")
-    signal = "planted idiosyncratic momentum" if planted else "noise twin, drift shuffled in time"
-    generator = f"{GENERATOR}; {signal}, drift half-life {DRIFT_HALF_LIFE_BARS} bars; seed {int(seed)}"
+    kind = "planted idiosyncratic momentum" if planted else "noise twin, drift shuffled in time"
+    generator = (f"{GENERATOR}; {kind}, drift x{signal:g}, half-life {DRIFT_HALF_LIFE_BARS} bars; seed {int(seed)}")
     universe: dict[str, pd.DataFrame] = {}
     for i, symbol in enumerate(universe_symbols(n_assets)):
         bars = pd.DataFrame({"open": open_[i], "high": high[i], "low": low[i], "close": close[i],

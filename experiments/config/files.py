@@ -74,7 +74,8 @@ def read_experiment(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     if not base.exists():
         raise InputError(f"{path}: extends: {base} not found (resolved against this file's folder): fix the name")
     merged_base = read_experiment(base, (*chain, path.resolve()))
-    switch_algorithm(merged_base, raw.get("algorithm", "dqn"), base.name)  # the file says what it keeps
+    # The file says what it keeps; one that names no algorithm keeps its base's (and its base's training section).
+    switch_algorithm(merged_base, raw.get("algorithm", merged_base.get("algorithm", "dqn")), base.name)
     return merge(merged_base, raw)
 
 # Settings outside `training` that are tuned for one algorithm's sampling (DQN's small fragments, PPO's auto).

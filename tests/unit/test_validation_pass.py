@@ -179,3 +179,15 @@ def test_bad_extends_are_one_line(tmp_path, capsys, files, fragment):
         load_experiment(tmp_path / "a.yaml")
     code, _, err = dry_run(capsys, tmp_path / "a.yaml")
     assert code == 2 and err.count("\n") == 1
+
+
+def test_a_delta_that_names_no_algorithm_keeps_its_bases_algorithm_and_training(tmp_path):
+    """A delta of a PPO file that changes only the data (conf/canary_portfolio_noise.yaml) is still that PPO run:
+    before, a file without `algorithm:` was read as DQN, so the base's PPO training section was dropped for PPO's
+    defaults without a word."""
+    (tmp_path / "base.yaml").write_text(CARTPOLE + "algorithm: ppo\ntraining: {lr: 0.001, minibatch_size: 64}\n")
+    delta = tmp_path / "delta.yaml"
+    delta.write_text("extends: base.yaml\nname: delta\n")
+    exp = load_experiment(delta)
+    assert exp.algorithm == "ppo"
+    assert exp.training.lr == 0.001 and exp.training.minibatch_size == 64
