@@ -62,6 +62,9 @@ class EnvFamily:
     # The agent's headline test metrics (keys of EvaluationReport.agent_metrics) that `experiments.compare` shows next
     # to each trial's training and validation returns.
     comparison_columns: tuple[str, ...] = ()
+    # Whether `experiments.paper` can replay its registered models bar by bar on a bars file (and so
+    # `experiments.retrain` forward-test a challenger that way): the one-coin bar reader and ledger of trading/Spot-v0.
+    paper_trading: bool = False
     # "module:TABLE" of its baselines (envs.baselines.Baseline, headline first), which its scorer runs next to the
     # agent; None: plain Gymnasium ids, scored against random actions.
     baselines: str | None = None
@@ -152,7 +155,7 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
         data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
         path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
-        unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
+        unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader", paper_trading=True,
         comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"),
         baselines="envs.trading.backtest:BASELINES", datasets="envs.trading.datasets:data_parts"),
     "trading/Portfolio-v0": EnvFamily(
@@ -160,6 +163,7 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         config_model="envs.portfolio.config:PortfolioConfig", timeframe_key="timeframe",
         data_keys=("data_paths", "table_path", "synthetic_model"), store_key="feature_store",
         unused_with_protocol=("split_fractions",), comparison_columns=("eval/total_return", "eval/sharpe", "eval/turnover"),
+        input_reader="envs.portfolio.universe_reader:UniverseReader",
         baselines="envs.portfolio.baselines:BASELINES", datasets="envs.portfolio.datasets:data_parts",
         # a synthetic universe's smoke test runs at 20 assets (conf/ppo_portfolio_500.yaml); files ignore the key
         smoke_overrides=("environment.env_config.synthetic_assets=20",)),

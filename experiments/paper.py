@@ -117,10 +117,12 @@ class PaperTrader:
         self.version = resolve_version(self.client, args.model)
         self.model = mlflow.pyfunc.load_model(f"models:/{self.version.name}/{self.version.version}")
         self.reader = self.model.unwrap_python_model().inputs
-        reads_bars = envs.family(self.version.tags.get("env", "")).timeframe_key is not None
-        if self.reader is None or self.reader.refusal or not reads_bars:
-            why = self.reader.refusal if self.reader and self.reader.refusal else "its env has no bars"
-            raise InputError(f"{args.model}: {why}: paper trading needs a model that reads bars")
+        family = envs.family(self.version.tags.get("env", ""))
+        if self.reader is None or self.reader.refusal or not family.paper_trading:
+            why = (self.reader.refusal if self.reader and self.reader.refusal else
+                   f"{family.env_id or 'its env'} has no paper trading (envs.EnvFamily.paper_trading)")
+            raise InputError(f"{args.model}: {why}: paper trading replays a model that reads one market's bars; "
+                             "serve it (python -m experiments.serve) and post its inputs instead")
         self.decide = self._http_decider(args.serve_url) if args.serve_url else self._local_decider()
         self.bars_file = BarsFile(str(args.bars), self.reader.symbol, self.reader.timeframe, follow=args.follow,
                                   calendar=self.reader.calendar)

@@ -81,12 +81,12 @@ def retrain(args: argparse.Namespace, console: Any) -> int:
 
     exp = load(args.conf, args.overrides, args.smoke_test)
     settings, env_config = exp.retrain, exp.environment.env_config
-    if exp.family.input_reader is None or exp.family.timeframe_key is None:
-        raise InputError(f"{args.conf}: {exp.environment.env}'s registered models take observations, not bars: a "
-                         "retrain forward-tests champion and challenger on the newest bars, which needs models that "
-                         "read them (envs.EnvFamily.input_reader and timeframe_key); score a CI history's model on new "
-                         "data with python -m experiments.transfer, a portfolio model on another universe or period "
-                         "with python -m experiments.studies.portfolio_zero_shot")
+    if not exp.family.paper_trading:
+        raise InputError(f"{args.conf}: {exp.environment.env} has no retrain: a retrain forward-tests champion and "
+                         "challenger by paper-trading both on the newest bars (envs.EnvFamily.paper_trading), which "
+                         "this family's models cannot; score a CI history's model on new data with python -m "
+                         "experiments.transfer, a portfolio model on another universe or period with python -m "
+                         "experiments.studies.portfolio_zero_shot")
     # The challenger's sweep runs with --set name=<the experiment's>, so --set data_path does not rename the model.
     name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test,
                               exp.family.data_keys)

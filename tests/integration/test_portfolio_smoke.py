@@ -40,6 +40,21 @@ def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp
         assert child.data.params["environment.env_config.decision_interval"] == "24"
     versions = client.search_model_versions("name = 'ppo_portfolio_crypto-smoke'")
     assert len(versions) == 1
+    # The registered model reads the universe's last bars (one wide table) and answers weights, cash first.
+    import mlflow
+    import pandas as pd
+
+    mlflow.set_tracking_uri(client.tracking_uri)
+    model = mlflow.pyfunc.load_model(f"models:/ppo_portfolio_crypto-smoke/{versions[0].version}")
+    assert "wide table" in versions[0].tags["inputs"]
+    columns: dict = {}
+    for coin in ("BTC", "ETH", "LTC", "XRP", "EOS"):
+        bars = pd.read_parquet(REPO / "data" / "raw" / "bitfinex" / f"{coin}-USD_1h.parquet").iloc[-200:]
+        columns["timestamp"] = bars.index.astype(str)
+        columns.update({f"{coin}-USD:{name}": bars[name].to_numpy() for name in bars.columns})
+    answer = model.predict(pd.DataFrame(columns))
+    assert list(answer["asset"]) == ["cash", "BTC-USD", "ETH-USD", "LTC-USD", "XRP-USD", "EOS-USD"]
+    assert abs(answer["target_weight"].sum() - 1.0) < 1e-9 and (answer["target_weight"] >= 0).all()
     # Zero-shot: the model of 5 coins scores a synthetic universe of 7 it never saw, through its numpy policy.
     from experiments.studies.portfolio_zero_shot import main as zero_shot
 

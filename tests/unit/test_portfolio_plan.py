@@ -37,4 +37,4 @@ def test_retrain_refuses_a_family_whose_models_take_observations(capsys) -> None
 
     assert retrain([CRYPTO]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "take observations, not bars" in err and "portfolio_zero_shot" in err
+    assert err.count("\n") == 1 and "has no retrain" in err and "portfolio_zero_shot" in err

@@ -1,0 +1,191 @@
+"""What a served portfolio policy reads: the universe's last bars as one wide table, and the weights it holds.
+
+A registered model of `trading/Portfolio-v0` carries one `UniverseReader`: its assets in the model's order, the
+feature list, window and timeframe, whether the universe is close-only, the weight rule, and each asset's
+normalization statistics from its fold's train rows. `read` computes every asset's features over its last bars with
+the env's own code (`build_raw`, `apply_normalization`) and writes the observation as `PortfolioEnv.observation_at`
+does, so a served model and the backtest see the same numbers (tests/unit/test_universe_reader.py).
+
+The request is a DataFrame: a `timestamp` column, then `ASSET:close` (and, for an OHLCV universe,
+`ASSET:open/high/low/volume`) columns for exactly the model's assets, oldest row first; and optionally
+`weight:cash` and `weight:ASSET` columns whose last row holds the current weights (all cash when absent). A missing
+or extra asset, too few bars, or weights that are NaN, negative under long-only or do not sum to 1 are refused in
+one line. The answer is one row per asset and cash: the target weight, the bar it was decided on and the open it
+fills at.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from envs.errors import InputError
+from envs.portfolio.weights import check_user_weights, scores_to_weights
+from envs.trading.calendar import timeframe_delta
+from envs.trading.data import BAR_COLUMNS
+from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
+from envs.trading.features.spec import parse_features_json
+
+FORMAT = "rlplatform-universe-reader/1"
+SEPARATOR = ":"
+WEIGHT_PREFIX = "weight" + SEPARATOR
+CASH = "cash"
+
+
+@dataclass(frozen=True)
+class UniverseReader:
+    """The universe's last bars and held weights -> one observation of the env a policy was trained in."""
+
+    symbols: tuple[str, ...]
+    features: list[Any]
+    timeframe: str
+    window: int
+    close_only: bool
+    weights: str = "long_only"
+    kappa: float = 5.0
+    gross_cap: float = 1.0
+    feature_bars: int = 0
+    decision_interval: int = 1
+    bars_per_year: float = 0.0
+    test_start: str = ""
+    test_end: str = ""
+    mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (N, F)
+    std: np.ndarray = field(default_factory=lambda: np.ones((0, 0)))
+    refusal: str = ""  # why bars alone cannot give the observation ("" when they can)
+
+    @classmethod
+    def for_env_config(cls, env_config: dict[str, Any]) -> "UniverseReader":
+        """The reader of the env a policy was trained in, with its fold's per-asset train-row normalization."""
+        from envs.portfolio.env import PortfolioEnv
+
+        env = PortfolioEnv({**env_config, "split": "test", "episode_length": None})
+        market, cfg = env.market, env.cfg
+        needed, other = bars_needed(cfg.feature_items(), market.universe.timeframe)
+        stamps, (lo, hi) = market.timestamps, market.bounds["test"]
+        return cls(symbols=market.universe.symbols, features=list(cfg.features), timeframe=market.universe.timeframe,
+                   window=cfg.window, close_only=market.universe.close_only, weights=cfg.weights, kappa=cfg.kappa,
+                   gross_cap=cfg.gross_cap, feature_bars=needed or 0, decision_interval=cfg.decision_interval,
+                   bars_per_year=market.bars_per_year, test_start=stamps[lo].isoformat(),
+                   test_end=stamps[hi - 1].isoformat(), mean=market.feature_mean, std=market.feature_std,
+                   refusal="" if needed is not None else f"its features read another series ({other})")
+
+    @functools.cached_property
+    def _items(self) -> tuple:
+        return parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
+
+    @property
+    def bars_needed(self) -> int:
+        """The last bars `read` needs: every feature's look-back behind each row of the window."""
+        return self.feature_bars + self.window - 1
+
+    def describe(self) -> str:
+        """What the model takes, as a clause whose subject is the model."""
+        if self.refusal:
+            return f"takes observations only: {self.refusal}"
+        shown = ", ".join(self.symbols[:5]) + (", ..." if len(self.symbols) > 5 else "")
+        return (f"reads the last {self.bars_needed} {self.timeframe} bars of {len(self.symbols)} assets ({shown}) as "
+                f"one wide table ({'closes' if self.close_only else 'OHLCV'}), and the weights held")
+
+    def tags(self) -> dict[str, str]:
+        return {"inputs": self.describe(), "assets": ",".join(self.symbols), "timeframe": self.timeframe,
+                "test_start": self.test_start, "test_end": self.test_end}
+
+    def save(self, path: str | Path) -> None:
+        config = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mean", "std")}
+        config.update(format=FORMAT, symbols=list(self.symbols))
+        with open(path, "wb") as handle:
+            np.savez(handle, config=np.array(json.dumps(config)), mean=self.mean, std=self.std)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "UniverseReader":
+        with np.load(path, allow_pickle=False) as stored:
+            config = json.loads(str(stored["config"]))
+            mean, std = stored["mean"], stored["std"]
+        if config.pop("format", None) != FORMAT:
+            raise InputError(f"{path}: not a universe reader of this platform ({FORMAT})")
+        return cls(**{**config, "symbols": tuple(config["symbols"])}, mean=mean, std=std)
+
+    @staticmethod
+    def accepts(model_input: Any) -> bool:
+        """Whether a model's input is a wide table of bars (ASSET:close columns), not observations."""
+        return isinstance(model_input, pd.DataFrame) and any(
+            str(column).endswith(SEPARATOR + "close") for column in model_input.columns)
+
+    def read(self, table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, pd.Timestamp]:
+        """The observation (1, N, D) after the last bar's close, which assets can trade, and the last bar's time."""
+        if self.refusal:
+            raise InputError(f"this model cannot read bars: {self.refusal}")
+        stamps = self._stamps(table)
+        held = self._held(table)
+        rows = np.zeros((len(self.symbols), self.window * self.mean.shape[1] + 2), dtype=np.float32)
+        tradable = np.zeros(len(self.symbols), dtype=bool)
+        for i, symbol in enumerate(self.symbols):
+            bars = self._asset_bars(table, symbol, stamps)
+            if len(bars) < self.bars_needed or bars.index[-1] != stamps[-1]:
+                continue  # not listed long enough (or not at the last bar): weight 0, as in the env
+            raw = build_raw(self._items, bars.iloc[-self.bars_needed:], self.timeframe, "model features")
+            window = apply_normalization(raw.values[-self.window:], self.mean[i], self.std[i])
+            rows[i, :-2] = window.reshape(-1)
+            tradable[i] = True
+        rows[:, -2] = held[1:]
+        rows[:, -1] = tradable
+        return rows[None], tradable, stamps[-1]
+
+    def decide(self, table: pd.DataFrame, policy: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
+        """The target weights after the last bar's close (cash first), filled at the next bar's open."""
+        observation, tradable, bar_time = self.read(table)
+        scores = np.asarray(policy(observation), dtype=np.float64)[0]
+        weights = scores_to_weights(scores, tradable, self.weights, self.kappa, self.gross_cap)
+        fills = bar_time + timeframe_delta(self.timeframe)
+        return pd.DataFrame({"asset": [CASH, *self.symbols], "target_weight": weights,
+                             "bar_time": bar_time.isoformat(), "applies_from": fills.isoformat()})
+
+    def _stamps(self, table: pd.DataFrame) -> pd.DatetimeIndex:
+        columns = {str(c).split(SEPARATOR, 1)[0] for c in table.columns
+                   if SEPARATOR in str(c) and not str(c).startswith(WEIGHT_PREFIX)}
+        missing, extra = sorted(set(self.symbols) - columns), sorted(columns - set(self.symbols))
+        if missing or extra:
+            raise InputError(f"the table's assets differ from this model's ({', '.join(self.symbols)}): "
+                             + "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                                           f"extra {', '.join(extra)}" if extra else "") if part)
+                             + ": send exactly the model's assets")
+        if "timestamp" not in table.columns:
+            raise InputError("the table needs a timestamp column (the bars' open times, oldest first)")
+        stamps = pd.DatetimeIndex(pd.to_datetime(table["timestamp"], utc=True))
+        if len(stamps) < self.bars_needed:
+            raise InputError(f"{len(stamps)} bars given; this model reads the last {self.bars_needed}")
+        if not stamps.is_monotonic_increasing or stamps.has_duplicates:
+            raise InputError("the table's timestamps must be strictly increasing (oldest first)")
+        return stamps
+
+    def _asset_bars(self, table: pd.DataFrame, symbol: str, stamps: pd.DatetimeIndex) -> pd.DataFrame:
+        """One asset's bars from its first row with a close on (a later listing), holes as flat bars."""
+        fields_ = ["close"] if self.close_only else list(BAR_COLUMNS)
+        wanted = [f"{symbol}{SEPARATOR}{name}" for name in fields_]
+        absent = [column for column in wanted if column not in table.columns]
+        if absent:
+            raise InputError(f"the table lacks {', '.join(absent)}: this model reads "
+                             f"{'closes' if self.close_only else 'OHLCV bars'}")
+        frame = table[wanted].set_axis(fields_, axis=1).astype(np.float64).set_axis(stamps)
+        listed = frame["close"].notna().to_numpy()
+        frame = frame.iloc[int(np.argmax(listed)):] if listed.any() else frame.iloc[:0]
+        close = frame["close"].ffill()
+        if self.close_only:
+            return pd.DataFrame({"open": close.shift(1).fillna(close), "close": close})
+        return frame.assign(close=close, open=frame["open"].fillna(close), high=frame["high"].fillna(close),
+                            low=frame["low"].fillna(close), volume=frame["volume"].fillna(0.0))
+
+    def _held(self, table: pd.DataFrame) -> np.ndarray:
+        """The weights held (cash first) from the last row's weight: columns, all cash when there are none."""
+        names = [CASH, *self.symbols]
+        columns = [f"{WEIGHT_PREFIX}{name}" for name in names]
+        if not any(column in table.columns for column in columns):
+            return np.concatenate([[1.0], np.zeros(len(self.symbols))])
+        last = table.iloc[-1]
+        given = np.array([float(last[column]) if column in table.columns else 0.0 for column in columns])
+        return check_user_weights(given, self.weights, "the request's weight: columns")
