@@ -9,19 +9,19 @@ every learner batch do, so this measures what grows, on the file's own env_confi
   normalized), what each trial process pays once (envs.portfolio.market keeps it for the process's other envs);
 - env steps/s: random scores over whole training episodes, the best of 3 runs of at least 1 s;
 - learner ms per update: one PPO update of the file's model and settings on 256 of the env's observations (one
-  minibatch, one epoch), torch on 1 thread as a trial has it; the median of 10 after 2 warm-ups;
+  minibatch, one epoch), torch on 1 thread; the median of 10 after 2 warm-ups;
 - peak memory: the child's max RSS once the env has stepped (no torch yet), and at its end (Ray and torch imported,
   the learner built and updated).
 
 Each N runs in its own fresh subprocess (`--one N`), so neither the first-construction times nor the peaks mix.
 
-The whole file (2 folds x 50 iterations of 4,000 decisions at N = 500) takes hours on 2 cores, so `--pipeline` runs
-the real pipeline (`experiments.run`) on it for 2 iterations and one fold instead, times its phases from its
---status-file, reads each iteration's time_this_iter_s from Tune's result.json, and extrapolates the file's wall time
-from them; then sets it beside 500 per-coin models at the main job's measured wall time (README.md, "Measured").
-The pipeline's MLflow store is kept in its output folder, so its trials ledger never deflates a real verdict.
-`python -m experiments.studies.portfolio_scale --pipeline` printed the tables in docs/portfolio.md ("One model for
-500 coins").
+The whole file (2 folds x 50 iterations of 4,000 decisions at N = 500) is too long to run for a measurement on 2
+cores, so `--pipeline` runs the real pipeline (`experiments.run`) on it for 2 iterations and one fold instead, times
+its phases from its --status-file, reads each iteration's time_this_iter_s from Tune's result.json, and extrapolates
+the file's wall time from them; then sets it beside 500 per-coin models at the main job's measured wall time
+(README.md, "Measured"). The pipeline's MLflow store is kept in its output folder, so its trials ledger never
+deflates a real verdict. `python -m experiments.studies.portfolio_scale --pipeline` printed the tables in
+docs/portfolio.md ("One model for 500 coins").
 """
 from __future__ import annotations
 
@@ -295,6 +295,7 @@ def extrapolate(run: PipelineRun, exp: Any) -> tuple[float, str]:
 
 
 def hours(seconds: float) -> str:
+    """Seconds as hours and minutes: the two wall times compared differ by about 40x."""
     return f"{seconds / 3600:.1f} h ({seconds / 60:.0f} min)"
 
 
