@@ -78,7 +78,11 @@ class PortfolioEnv(gym.Env):
                 f"{', ...' if universe.n_assets > 8 else ''}) on {len(universe.timestamps)} {universe.timeframe} bars"
                 f"{', close-only' if universe.close_only else ''}, {market.bars_per_year:.1f} bars a year",
                 f"features: {len(market.feature_names)} per asset ({', '.join(market.feature_names)}), warm-up "
-                f"{market.feature_warmup} bars"]
+                f"{market.feature_warmup} bars",
+                # The plan's time estimate is the preset's env steps/s, which knows nothing of the universe's size.
+                f"note: the time estimate counts env steps, not the {universe.n_assets} rows each update reads: at "
+                "N = 500 an iteration costs about 20x what it assumes on a CPU (docs/portfolio.md, \"One model for "
+                "500 coins\", has the measured cost at N = 5 .. 500 and on a GPU)"]
 
     def split_periods(self) -> dict[str, tuple[str, str]]:
         stamps = self.market.timestamps
