@@ -70,3 +70,26 @@ def test_a_frame_with_nan_or_an_unknown_algorithm_is_refused() -> None:
         olps_weights("olmar", prices)
     with pytest.raises(InputError, match="not one of olmar, pamr"):
         olps_weights("ucrp", prices.fillna(1.0))
+
+
+def test_the_env_walking_its_rows_with_window_1_reaches_the_librarys_ucrp_wealth(closes: pd.DataFrame, tmp_path) -> None:
+    """The env itself, not only its book: NYSE(O)'s first 1,000 days as a close-only wide table on their weekday
+    calendar, window 1, a decision every day, no costs; a policy whose scores put e^-100 on cash walks the train
+    part (99% of the rows) in one episode. Its equity is the library's UCRP wealth over the same relatives."""
+    from envs.portfolio.env import PortfolioEnv
+
+    path = tmp_path / "nyse_o.csv"
+    closes.rename(columns=lambda c: f"S{c}:close").rename_axis("date").reset_index().to_csv(path, index=False)
+    env = PortfolioEnv({"table_path": str(path), "timeframe": "1d", "window": 1, "decision_interval": 1,
+                        "features": ["log_return"], "fee_bps": 0.0, "slippage_bps": 0.0, "kappa": 50.0,
+                        "split_fractions": [0.99, 0.005, 0.005], "episode_length": None, "split": "train"})
+    scores = np.r_[-1.0, np.ones(closes.shape[1])].astype(np.float32)
+    obs, info = env.reset(seed=0)
+    first, done = info["row"], False
+    while not done:
+        obs, _, terminated, truncated, info = env.step(scores)
+        done = terminated or truncated
+    last = info["row"]
+    library = olps_run("ucrp", closes.iloc[first:last + 1], [0.0]).wealths[0]
+    assert info["equity"] == pytest.approx(library, rel=1e-9)
+    assert last - first > 950
