@@ -15,8 +15,6 @@ fills at.
 """
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -26,10 +24,10 @@ import pandas as pd
 
 from envs.errors import InputError
 from envs.portfolio.weights import check_user_weights, scores_to_weights
+from envs.reader_file import FeatureWindowReader, load_reader, save_reader
 from envs.trading.calendar import timeframe_delta
 from envs.trading.data import BAR_COLUMNS
 from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
-from envs.trading.features.spec import parse_features_json
 
 FORMAT = "rlplatform-universe-reader/1"
 SEPARATOR = ":"
@@ -38,7 +36,7 @@ CASH = "cash"
 
 
 @dataclass(frozen=True)
-class UniverseReader:
+class UniverseReader(FeatureWindowReader):
     """The universe's last bars and held weights -> one observation of the env a policy was trained in."""
 
     symbols: tuple[str, ...]
@@ -74,15 +72,6 @@ class UniverseReader:
                    test_end=stamps[hi - 1].isoformat(), mean=market.feature_mean, std=market.feature_std,
                    refusal="" if needed is not None else f"its features read another series ({other})")
 
-    @functools.cached_property
-    def _items(self) -> tuple:
-        return parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
-
-    @property
-    def bars_needed(self) -> int:
-        """The last bars `read` needs: every feature's look-back behind each row of the window."""
-        return self.feature_bars + self.window - 1
-
     def describe(self) -> str:
         """What the model takes, as a clause whose subject is the model."""
         if self.refusal:
@@ -97,17 +86,11 @@ class UniverseReader:
 
     def save(self, path: str | Path) -> None:
         config = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mean", "std")}
-        config.update(format=FORMAT, symbols=list(self.symbols))
-        with open(path, "wb") as handle:
-            np.savez(handle, config=np.array(json.dumps(config)), mean=self.mean, std=self.std)
+        save_reader(path, {**config, "symbols": list(self.symbols)}, FORMAT, self.mean, self.std)
 
     @classmethod
     def load(cls, path: str | Path) -> "UniverseReader":
-        with np.load(path, allow_pickle=False) as stored:
-            config = json.loads(str(stored["config"]))
-            mean, std = stored["mean"], stored["std"]
-        if config.pop("format", None) != FORMAT:
-            raise InputError(f"{path}: not a universe reader of this platform ({FORMAT})")
+        config, mean, std = load_reader(path, FORMAT, "universe reader")
         return cls(**{**config, "symbols": tuple(config["symbols"])}, mean=mean, std=std)
 
     @staticmethod

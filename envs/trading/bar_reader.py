@@ -14,8 +14,6 @@ such a reader keeps only the reason, and `read` refuses in one line.
 """
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -24,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.reader_file import FeatureWindowReader, load_reader, save_reader
 from envs.trading.calendar import ALL_WEEK, bars_per_year, closed_bars_between
 from envs.trading.data import GAPS_KEPT, timeframe_delta
 from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
-from envs.trading.features.spec import parse_features_json
 from envs.trading.positions import (
     EXPOSURE_BOUNDS,
     POSITION_SETS,
@@ -41,7 +39,7 @@ FORMAT = "rlplatform-bar-reader/1"
 
 
 @dataclass(frozen=True)
-class BarReader:
+class BarReader(FeatureWindowReader):
     """The last bars -> one observation of the env a policy was trained in (see the module docstring)."""
 
     features: list[Any]
@@ -99,16 +97,6 @@ class BarReader:
                                          "takes this model's observations, not bars")
         return cls(**common, feature_bars=needed, mean=market.feature_mean, std=market.feature_std)
 
-    @functools.cached_property
-    def _items(self) -> tuple:
-        """The feature list as objects, parsed once per reader (not per decision)."""
-        return parse_features_json(json.dumps(self.features, sort_keys=True, default=str))
-
-    @property
-    def bars_needed(self) -> int:
-        """The last bars `read` needs: every feature's look-back behind each row of the window."""
-        return self.feature_bars + self.window - 1
-
     def describe(self) -> str:
         """What the model takes, as a clause whose subject is the model ("it reads ...", "it takes ..."): the
         registration line, the model's description, its `inputs` tag and the serving command's line."""
@@ -125,17 +113,11 @@ class BarReader:
 
     def save(self, path: str | Path) -> None:
         config = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mean", "std")}
-        config.update(format=FORMAT, positions=list(self.positions))
-        with open(path, "wb") as handle:
-            np.savez(handle, config=np.array(json.dumps(config)), mean=self.mean, std=self.std)
+        save_reader(path, {**config, "positions": list(self.positions)}, FORMAT, self.mean, self.std)
 
     @classmethod
     def load(cls, path: str | Path) -> "BarReader":
-        with np.load(path, allow_pickle=False) as stored:
-            config = json.loads(str(stored["config"]))
-            mean, std = stored["mean"], stored["std"]
-        if config.pop("format", None) != FORMAT:
-            raise InputError(f"{path}: not a bar reader of this platform ({FORMAT})")
+        config, mean, std = load_reader(path, FORMAT, "bar reader")
         return cls(**{**config, "positions": tuple(config["positions"])}, mean=mean, std=std)
 
     def periods_per_year(self, bars: pd.DataFrame) -> float:
