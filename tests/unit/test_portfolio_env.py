@@ -166,3 +166,32 @@ def test_bad_universes_are_refused_in_one_line_naming_the_fix(tmp_path: Path) ->
     assert "fewer than" in refusal({"data_paths": [hourly, write(tmp_path, "DDD-USD", random_bars("2021-01-01", 500, 4))],
                                     "protocol": {"type": "walk_forward", "folds": 4, "test_size": 200,
                                                  "validation_size": 100}})
+
+
+def test_a_wide_export_with_a_late_listing_and_a_delisting_keeps_their_weights_at_zero_outside(tmp_path: Path) -> None:
+    """An exchange's wide export: C's cells are empty until its listing (row 300), B's after its delisting (row
+    1,500), and A has a one-day hole; each is on the table's one calendar."""
+    n = 2000
+    frames = {name: random_bars("2021-01-01", n, seed) for name, seed in (("A", 1), ("B", 2), ("C", 3))}
+    table = pd.DataFrame({"time": frames["A"].index.strftime("%Y-%m-%d %H:%M")})
+    for name, bars in frames.items():
+        for field in ("open", "high", "low", "close", "volume"):
+            table[f"{name}:{field}"] = bars[field].to_numpy()
+    table.loc[:299, [c for c in table.columns if c.startswith("C:")]] = np.nan
+    table.loc[1500:, [c for c in table.columns if c.startswith("B:")]] = np.nan
+    table.loc[700:723, [c for c in table.columns if c.startswith("A:")]] = np.nan
+    path = tmp_path / "export.csv"
+    table.to_csv(path, index=False)
+    env = PortfolioEnv({**CONFIG, "table_path": str(path), "timeframe": "1h", "split": "train",
+                        "split_fractions": [0.9, 0.05, 0.05]})
+    universe = env.market.universe
+    assert not universe.close_only and int(universe.first_rows[2]) == 300 and int(universe.last_rows[1]) == 1499
+    assert universe.listed[700:724, 0].all()  # a hole inside A's span is a flat bar, not a delisting
+    assert np.all(universe.closes[700:724, 0] == universe.closes[699, 0])
+    _, targets = walk(env)
+    lo = env.market.bounds["train"][0]
+    rows = np.arange(lo, lo + len(targets))
+    decided = ~np.isnan(targets[:, 0])
+    assert np.all(targets[decided & (rows < 300), 3] == 0.0)
+    assert np.all(targets[decided & (rows >= 1499), 2] == 0.0)
+    assert env.book.units[1] == 0.0
