@@ -50,15 +50,15 @@ class PortfolioBook:
         """Cash plus the units at `prices` (finite for every asset: the universe fills an unlisted asset's)."""
         return self.cash + float(self.units @ prices)
 
-    def weights(self, prices: np.ndarray) -> np.ndarray:
-        """What the book holds at `prices`, as weights (cash first)."""
-        value = self.equity(prices)
+    def weights(self, prices: np.ndarray, value: float | None = None) -> np.ndarray:
+        """What the book holds at `prices`, as weights (cash first); `value`: its equity there, when known."""
+        value = self.equity(prices) if value is None else value
         return np.concatenate([[self.cash], self.units * prices]) / value
 
     def rebalance(self, target: np.ndarray, prices: np.ndarray) -> float:
         """Trade to `target` weights at `prices` paying the self-financing cost; returns the cost paid."""
         value = self.equity(prices)
-        held = np.concatenate([[self.cash], self.units * prices]) / value
+        held = self.weights(prices, value)
         mu = remainder_factor(held, target, self.cost_rate) if self.cost_rate > 0.0 else 1.0
         new_value = mu * value
         traded = float(np.abs(held[1:] * value - target[1:] * new_value).sum())

@@ -118,7 +118,7 @@ class PortfolioEnv(gym.Env):
         reward = math.log(equity / self._equity) * self.cfg.reward_scale
         self._equity = equity
         self._t = next_row
-        held = self.book.units * self._closes[next_row] / equity
+        held = self.book.weights(self._closes[next_row], equity)[1:]
         return (self.observation_at(next_row, held), reward, False, next_row >= self._end,
                 {**self._info(), "weights": target})
 

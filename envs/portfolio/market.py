@@ -131,10 +131,10 @@ def _train_statistics(features: np.ndarray, complete: np.ndarray,
 
 def _tradable(complete: np.ndarray, listed: np.ndarray, window: int) -> np.ndarray:
     """(T, N): the asset's features are whole over the window ending at t, and it has a bar at t+1."""
-    run = np.zeros(complete.shape, dtype=np.int64)  # consecutive complete rows ending at t
-    for t in range(len(complete)):
-        run[t] = np.where(complete[t], (run[t - 1] if t else 0) + 1, 0)
-    whole = run >= window
+    counts = np.cumsum(complete, axis=0)  # complete rows up to t; the window's are counts[t] - counts[t - window]
+    before = np.zeros_like(counts)
+    before[window:] = counts[:-window]
+    whole = counts - before == window
     next_bar = np.zeros_like(listed)
     next_bar[:-1] = listed[1:]
     return whole & next_bar

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.trading.csv_import import parse_times
 from envs.trading.data import BAR_COLUMNS, digest_of, load_bars, read_bytes, timeframe_delta
 from envs.trading.features.spec import Block, Item, TransformFeature
 from envs.trading.features.talib_functions import TaFeature, input_columns
@@ -197,11 +198,8 @@ def _read_table(path: str) -> pd.DataFrame:
     time_column = frame.columns[0]
     if WIDE_SEPARATOR in str(time_column):
         raise InputError(f"{path}: a wide table needs its time as the first column; found {time_column!r} there")
-    stamps = pd.to_datetime(frame.pop(time_column), utc=True, errors="coerce", format="mixed")
-    if stamps.isna().any():
-        row = int(np.flatnonzero(stamps.isna().to_numpy())[0])
-        raise InputError(f"{path}: column {time_column!r} row {row + 1}: not a timestamp: use ISO dates")
-    return frame.set_index(pd.DatetimeIndex(stamps, name="timestamp"))
+    stamps = parse_times(frame.pop(time_column), path, str(time_column))  # ISO dates or epoch numbers, as imports
+    return frame.set_index(stamps.rename("timestamp"))
 
 
 def _table_frames(path: str, assets: list[str] | None,

@@ -26,6 +26,7 @@ from envs.errors import InputError
 from envs.portfolio.weights import check_user_weights, scores_to_weights
 from envs.reader_file import FeatureWindowReader, load_reader, save_reader
 from envs.trading.calendar import timeframe_delta
+from envs.trading.csv_import import parse_times
 from envs.trading.data import BAR_COLUMNS
 from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
 
@@ -139,7 +140,7 @@ class UniverseReader(FeatureWindowReader):
                              + ": send exactly the model's assets")
         if "timestamp" not in table.columns:
             raise InputError("the table needs a timestamp column (the bars' open times, oldest first)")
-        stamps = pd.DatetimeIndex(pd.to_datetime(table["timestamp"], utc=True))
+        stamps = parse_times(table["timestamp"].reset_index(drop=True), "the request", "timestamp")
         if len(stamps) < self.bars_needed:
             raise InputError(f"{len(stamps)} bars given; this model reads the last {self.bars_needed}")
         if not stamps.is_monotonic_increasing or stamps.has_duplicates:
