@@ -47,6 +47,6 @@ def test_update_replaces_the_object_and_keeps_the_previous_one(s3, tmp_path, cap
     assert s3.read(BUCKET, copy) == old
 
     updated = pd.read_parquet(io.BytesIO(s3.read(BUCKET, KEY)))
-    assert updated.attrs == {"symbol": "TEST-USD", "timeframe": "1h", "gaps": "ffill"}
+    assert updated.attrs == {"symbol": "TEST-USD", "timeframe": "1h", "gaps": "ffill", "calendar": "24/7"}
     assert len(updated) == 300 and updated.index[-1] == bars.index[-1]
     assert load_bars(f"s3://{BUCKET}/{KEY}?endpoint_override={s3.endpoint}").index.equals(bars.index)
