@@ -62,9 +62,12 @@ class EnvFamily:
     # The agent's headline test metrics (keys of EvaluationReport.agent_metrics) that `experiments.compare` shows next
     # to each trial's training and validation returns.
     comparison_columns: tuple[str, ...] = ()
-    # Whether `experiments.paper` can replay its registered models bar by bar on a bars file (and so
-    # `experiments.retrain` forward-test a challenger that way): the one-coin bar reader and ledger of trading/Spot-v0.
-    paper_trading: bool = False
+    # "module:Class" with which `experiments.paper` replays its registered models bar by bar on bars files
+    # (`open(reader, files, follow)`: read, book, replay; envs.trading.paper.SpotPaper is one), or None: none.
+    paper_trading: str | None = None
+    # Whether `experiments.retrain` can retrain its models and forward-test the challenger on the newest bars of
+    # the file it trained on (trading/Spot-v0's one-coin file).
+    retrain: bool = False
     # "module:TABLE" of its baselines (envs.baselines.Baseline, headline first), which its scorer runs next to the
     # agent; None: plain Gymnasium ids, scored against random actions.
     baselines: str | None = None
@@ -107,6 +110,10 @@ class EnvFamily:
     def data_parts(self, env_config: dict[str, Any]) -> list[Any]:
         """The parts of the data `env_config` reads (`datasets`), empty when the family says none."""
         return list(_load(self.datasets)(env_config)) if self.datasets else []
+
+    def paper_market(self) -> Any | None:
+        """The class that paper-trades its registered models (paper_trading), or None."""
+        return _load(self.paper_trading) if self.paper_trading else None
 
     def reader_class(self) -> Any | None:
         """The class that reads the family's raw inputs for a served policy (input_reader), or None."""
@@ -155,7 +162,8 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
         data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
         path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
-        unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader", paper_trading=True,
+        unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
+        paper_trading="envs.trading.paper:SpotPaper", retrain=True,
         comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"),
         baselines="envs.trading.backtest:BASELINES", datasets="envs.trading.datasets:data_parts"),
     "trading/Portfolio-v0": EnvFamily(
@@ -163,7 +171,7 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         config_model="envs.portfolio.config:PortfolioConfig", timeframe_key="timeframe",
         data_keys=("data_paths", "table_path", "synthetic_model"), store_key="feature_store",
         unused_with_protocol=("split_fractions",), comparison_columns=("eval/total_return", "eval/sharpe", "eval/turnover"),
-        input_reader="envs.portfolio.universe_reader:UniverseReader",
+        input_reader="envs.portfolio.universe_reader:UniverseReader", paper_trading="envs.portfolio.paper:UniversePaper",
         baselines="envs.portfolio.baselines:BASELINES", datasets="envs.portfolio.datasets:data_parts",
         # a synthetic universe's smoke test runs at 20 assets (conf/ppo_portfolio_500.yaml); files ignore the key
         smoke_overrides=("environment.env_config.synthetic_assets=20",)),

@@ -24,15 +24,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from envs.trading.bars_file import BarsFile
-from envs.trading.data import GAPS_KEPT
 from experiments.shell import exit_code
 from experiments.tracking.store import default_tracking_uri
 
@@ -43,9 +40,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.paper", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help='a registered model, e.g. "models:/dqn_btc@champion"')
-    parser.add_argument("--bars", required=True,
+    parser.add_argument("--bars", required=True, nargs="+",
                         help="bars parquet (the one `experiments.data update` appends to) or CSV export (read "
-                             "through the importer's checks; with --follow only its appended rows)")
+                             "through the importer's checks; with --follow only its appended rows); for a universe "
+                             "model, one bars file per asset (any order) or one wide table of ASSET:close columns")
     parser.add_argument("--start", help="first bar to trade (default: the first bar after the model's data ended)")
     parser.add_argument("--follow", action="store_true", help="keep polling --bars (or --exchange) for new bars")
     parser.add_argument("--exchange", help="with --follow: fetch new bars from this ccxt exchange into --bars")
@@ -101,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class PaperTrader:
-    """One paper-trading session of one model on one bars source (see the module docstring)."""
+    """One paper-trading session of one model on one bars source (see the module docstring). What is specific to
+    the model's family (its bars, book and replay) comes from its `envs.EnvFamily.paper_trading` entry."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         import mlflow
@@ -121,37 +120,28 @@ class PaperTrader:
         if self.reader is None or self.reader.refusal or not family.paper_trading:
             why = (self.reader.refusal if self.reader and self.reader.refusal else
                    f"{family.env_id or 'its env'} has no paper trading (envs.EnvFamily.paper_trading)")
-            raise InputError(f"{args.model}: {why}: paper trading replays a model that reads one market's bars; "
+            raise InputError(f"{args.model}: {why}: paper trading replays a model that reads bars; "
                              "serve it (python -m experiments.serve) and post its inputs instead")
-        self.decide = self._http_decider(args.serve_url) if args.serve_url else self._local_decider()
-        self.bars_file = BarsFile(str(args.bars), self.reader.symbol, self.reader.timeframe, follow=args.follow,
-                                  calendar=self.reader.calendar)
+        self.ask = self._http_asker(args.serve_url) if args.serve_url else self._local_asker()
+        self.market = family.paper_market().open(self.reader, [str(b) for b in args.bars], args.follow)
 
-    def _asked(self, bars: pd.DataFrame, held: float) -> pd.DataFrame:
-        """What the model is given: the last bars, the held position and, for a file that records its holes
-        (imported with --gaps drop), a gaps column saying so: the model then steps over them as the env did."""
-        extra: dict[str, Any] = {"position": held}
-        if bars.attrs.get("gaps") == GAPS_KEPT:
-            extra["gaps"] = GAPS_KEPT
-        return bars.assign(**extra)
-
-    def _local_decider(self) -> Callable[[pd.DataFrame, float], float]:
+    def _local_asker(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
         from mlflow.exceptions import MlflowException
 
-        def decide(bars: pd.DataFrame, held: float) -> float:
+        def ask(request: pd.DataFrame) -> pd.DataFrame:
             try:
-                return float(self.model.predict(self._asked(bars, held))["target_position"].iloc[0])
+                return self.model.predict(request)
             except MlflowException as error:  # the model's one line on what does not fit it
-                raise InputError(f"{self.args.model} on {self.args.bars}: {error.message}") from None
-        return decide
+                raise InputError(f"{self.args.model} on {self.market.label}: {error.message}") from None
+        return ask
 
-    def _http_decider(self, url: str) -> Callable[[pd.DataFrame, float], float]:
+    def _http_asker(self, url: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
         import requests
 
         endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/invocations") else "/invocations")
 
-        def decide(bars: pd.DataFrame, held: float) -> float:
-            frame = self._asked(bars, held).reset_index()
+        def ask(request: pd.DataFrame) -> pd.DataFrame:
+            frame = request.reset_index()
             frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
             body = {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
             try:
@@ -162,29 +152,27 @@ class PaperTrader:
             if response.status_code != 200:
                 raise InputError(f"{endpoint}: {response.status_code}: "
                                  f"{response.json().get('message', response.text).splitlines()[-1]}")
-            return float(response.json()["predictions"][0]["target_position"])
-        return decide
+            return pd.DataFrame(response.json()["predictions"])
+        return ask
 
     def run(self) -> int:
-        from envs.trading.datasets import bars_part
-        from envs.trading.paper import PaperBook, new_book
         from experiments.tracking.datasets import log_data_parts
 
-        bars = self._bars()
+        data = self._read()
         run_id, state = self._session()
-        log_data_parts(self.client, run_id, [bars_part(self.args.bars, bars)])
-        book = PaperBook.from_state(state) if state else new_book(self.reader)
-        band = self._band(bars)
-        print(f"paper trading {self.version.name} version {self.version.version} on {self.args.bars}: MLflow run "
+        log_data_parts(self.client, run_id, [self.market.data_part(data)])
+        book = self.market.book_from_state(state) if state else self.market.new_book()
+        band = self._band(data)
+        print(f"paper trading {self.version.name} version {self.version.version} on {self.market.label}: MLflow run "
               f"{run_id}{', resumed after ' + book.last_bar if state else ''}", flush=True)
         try:
             while True:
-                stepped = self._trade(bars, book, run_id, band)
+                stepped = self._trade(data, book, run_id, band)
                 if not self.args.follow:
                     break
                 if not stepped:
                     time.sleep(self.args.poll_seconds)
-                bars = self._bars()
+                data = self._read()
         except KeyboardInterrupt:
             self.client.set_terminated(run_id, status="KILLED")  # resumed, it is RUNNING again
             raise
@@ -192,25 +180,25 @@ class PaperTrader:
             self.client.set_terminated(run_id, status="FAILED")  # not left RUNNING; --resume continues from its state
             raise
         self.client.set_terminated(run_id)
-        print(f"equity {book.equity:.4f} (started at 1), {book.ledger.trades} fills, {1 - book.equity / book.peak:.2%} "
-              f"below its peak, last bar {book.last_bar}", flush=True)
+        print(self.market.summary(book), flush=True)
         return 0
 
-    def _bars(self) -> pd.DataFrame:
+    def _read(self) -> Any:
         if self.args.exchange:  # appended to --bars as `experiments.data update --fetch` does; a failure waits a poll
             from experiments.data import main as data_main
 
-            if data_main(["update", str(self.args.bars), "--fetch", self.args.exchange]) != 0:
-                print(f"no new bars from {self.args.exchange} this time; trying again in {self.args.poll_seconds:g} s",
-                      flush=True)
-        return self.bars_file.read()
+            for bars in self.args.bars:
+                if data_main(["update", str(bars), "--fetch", self.args.exchange]) != 0:
+                    print(f"no new bars for {bars} from {self.args.exchange} this time; trying again in "
+                          f"{self.args.poll_seconds:g} s", flush=True)
+        return self.market.read()
 
     def _session(self) -> tuple[str, dict[str, Any] | None]:
         """The run of this model on these bars (resumed with its last state), or a new one."""
         name = f"{self.version.name}-paper"
         experiment = self.client.get_experiment_by_name(name)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
-        key = hashlib.sha256(f"{self.version.name}/{self.version.version}|{Path(self.args.bars).resolve()}|"
+        key = hashlib.sha256(f"{self.version.name}/{self.version.version}|{self.market.key(self.market.sources)}|"
                              f"{self.args.start}".encode()).hexdigest()[:16]
         found = self.client.search_runs([experiment_id], f"tags.`{KEY_TAG}` = '{key}'", max_results=1)
         if found:
@@ -219,63 +207,59 @@ class PaperTrader:
             return found[0].info.run_id, json.loads(state) if state else None
         run = self.client.create_run(experiment_id, run_name=f"paper {self.version.name} v{self.version.version}",
                                      tags={KEY_TAG: key, "model": self.args.model, "model_version": self.version.version,
-                                           "bars": str(self.args.bars), "role": "paper"})
+                                           "bars": self.market.label[:5000], "role": "paper"})
         return run.info.run_id, None
 
-    def _first_row(self, bars: pd.DataFrame) -> int:
+    def _first_row(self, index: pd.DatetimeIndex) -> int:
         if self.args.start:
-            row = int(bars.index.searchsorted(pd.Timestamp(self.args.start, tz="UTC")))
+            row = int(index.searchsorted(pd.Timestamp(self.args.start, tz="UTC")))
         else:  # the first bar after the model's data ended
-            row = int(bars.index.searchsorted(pd.Timestamp(self.version.tags["data_end"]), side="right"))
+            row = int(index.searchsorted(pd.Timestamp(self.version.tags["data_end"]), side="right"))
         return max(row, self.reader.bars_needed - 1)
 
-    def _band(self, bars: pd.DataFrame) -> DriftBand | None:
-        from envs.trading.paper import new_book, replay
-
-        lo, hi = (int(bars.index.searchsorted(pd.Timestamp(self.version.tags.get(k, "NaT")))) for k in
+    def _band(self, data: Any) -> DriftBand | None:
+        index = self.market.index(data)
+        lo, hi = (int(index.searchsorted(pd.Timestamp(self.version.tags.get(k, "NaT")))) for k in
                   ("test_start", "test_end"))
         if not self.version.tags.get("test_start") or hi - lo < 2 * self.args.drift_bars or lo < self.reader.bars_needed:
-            print(f"drift alarm off: {self.args.bars} does not hold the model's test window "
+            print(f"drift alarm off: {self.market.label} does not hold the model's test window "
                   f"({self.version.tags.get('test_start')} .. {self.version.tags.get('test_end')}) with "
                   f"{2 * self.args.drift_bars} bars or more", flush=True)
             return None
-        book, traded = new_book(self.reader), []
-        equity = replay(book, bars, range(lo, hi + 1), self.reader.bars_needed, self._local_decider(),
-                        lambda _s, _o: traded.append(book.ledger.traded_notional))
+        book, traded = self.market.new_book(), []
+        equity = self.market.replay(book, data, range(lo, hi + 1), self._local_asker(),
+                                    lambda _s, _o: traded.append(self.market.traded(book)))
         rows = np.column_stack([np.r_[0.0, np.diff(np.log(equity))], np.r_[0.0, np.diff(traded)]])
-        per_year = self.reader.periods_per_year(bars)  # as the backtest annualized
+        per_year = self.market.periods_per_year(data)  # as the backtest annualized
         sharpe, turnover = rolling_stats(rows, self.args.drift_bars, per_year)
         return DriftBand(self.args.drift_bars, per_year, tuple(np.percentile(sharpe, [5, 95])),
                          tuple(np.percentile(turnover, [5, 95])))
 
-    def _trade(self, bars: pd.DataFrame, book: Any, run_id: str, band: DriftBand | None) -> bool:
+    def _trade(self, data: Any, book: Any, run_id: str, band: DriftBand | None) -> bool:
         """Step every bar after the book's last one; log them in batches with the state. True if any was new."""
         from mlflow.entities import Metric, RunTag
 
-        from envs.trading.paper import replay
-
-        first = (int(bars.index.searchsorted(pd.Timestamp(book.last_bar), side="right")) if book.last_bar
-                 else self._first_row(bars))
-        if first >= len(bars):
+        index = self.market.index(data)
+        first = (int(index.searchsorted(pd.Timestamp(book.last_bar), side="right")) if book.last_bar
+                 else self._first_row(index))
+        if first >= len(index):
             return False
         pending: list[Metric] = []
         pending_tags: list[RunTag] = []
-        last = {"equity": book.equity, "traded": book.ledger.traded_notional}
+        last = {"equity": book.equity, "traded": self.market.traded(book)}
 
         def on_bar(stamp: pd.Timestamp, outcome: Any) -> None:
             step, at = int(stamp.timestamp()), int(stamp.timestamp() * 1000)
-            values = {"equity": outcome.equity, "position": outcome.position, "drawdown": outcome.drawdown,
-                      "fees_paid": book.ledger.fees_paid, "fills": float(book.ledger.trades)}
-            if outcome.fill:
-                values.update({f"fill_{k}": v for k, v in outcome.fill.items()})
+            values = self.market.bar_values(book, outcome)
+            traded_now = self.market.traded(book)
             if band is not None:
-                traded = book.ledger.traded_notional - last["traded"]
-                sharpe, turnover, drift, entered = band.check(float(np.log(outcome.equity / last["equity"])), traded)
+                sharpe, turnover, drift, entered = band.check(float(np.log(outcome.equity / last["equity"])),
+                                                              traded_now - last["traded"])
                 values.update({"rolling_sharpe": sharpe, "rolling_turnover": turnover, "drift_alarm": float(bool(drift))})
                 if entered:
                     print(f"drift alarm at {stamp}: {drift} (band: the model's backtest)", flush=True)
                     pending_tags.append(RunTag(DRIFT_TAG, f"{stamp}: {drift}"))
-            last.update(equity=outcome.equity, traded=book.ledger.traded_notional)
+            last.update(equity=outcome.equity, traded=traded_now)
             pending.extend(Metric(k, v, at, step) for k, v in values.items() if np.isfinite(v))
             if len(pending) >= 900 or self.args.follow:
                 flush()
@@ -287,7 +271,7 @@ class PaperTrader:
             pending.clear()
             pending_tags.clear()
 
-        replay(book, bars, range(first, len(bars)), self.reader.bars_needed, self.decide, on_bar)
+        self.market.replay(book, data, range(first, len(index)), self.ask, on_bar)
         flush()
         return True
 

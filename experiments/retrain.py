@@ -81,12 +81,13 @@ def retrain(args: argparse.Namespace, console: Any) -> int:
 
     exp = load(args.conf, args.overrides, args.smoke_test)
     settings, env_config = exp.retrain, exp.environment.env_config
-    if not exp.family.paper_trading:
+    if not exp.family.retrain:
         raise InputError(f"{args.conf}: {exp.environment.env} has no retrain: a retrain forward-tests champion and "
-                         "challenger by paper-trading both on the newest bars (envs.EnvFamily.paper_trading), which "
-                         "this family's models cannot; score a CI history's model on new data with python -m "
-                         "experiments.transfer, a portfolio model on another universe or period with python -m "
-                         "experiments.studies.portfolio_zero_shot")
+                         "challenger on the newest bars of the one file it trained on (envs.EnvFamily.retrain), "
+                         "which this family's models do not have; score a CI history's model on new data with "
+                         "python -m experiments.transfer, a portfolio model on another universe or period with "
+                         "python -m experiments.studies.portfolio_zero_shot (and paper-trade it with python -m "
+                         "experiments.paper)")
     # The challenger's sweep runs with --set name=<the experiment's>, so --set data_path does not rename the model.
     name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test,
                               exp.family.data_keys)

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from envs.errors import InputError
-from experiments.results.promotion import resolve_version
 from experiments.plan.ports import pick_free_port, port_is_free
+from experiments.results.promotion import resolve_version
 from experiments.shell import exit_code
 from experiments.tracking.store import default_tracking_uri
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from envs.portfolio.baselines import BASELINES, HINDSIGHT, BaselineView
+from envs.portfolio.baselines import BASELINES, FIXED, HINDSIGHT, BaselineView, fixed_weights
 from envs.portfolio.book import PortfolioBook, replay_weights
 from envs.portfolio.env import PortfolioEnv
 from envs.report import EvaluationReport, Policy
@@ -76,6 +76,8 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
     view = baseline_view(env)
     strategies = {"agent": agent_targets(policy, env),
                   **{baseline.name: baseline.decide(view, lo, hi) for baseline in BASELINES}}
+    if env.fixed_weights is not None:
+        strategies[FIXED] = fixed_weights(view, lo, hi, env.fixed_weights)
     table, curves = {}, {}
     for name, targets in strategies.items():
         equity, book = replay_weights(targets, lo, universe.opens, universe.closes, universe.last_rows,

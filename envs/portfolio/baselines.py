@@ -61,6 +61,18 @@ def uniform_buy_and_hold(view: BaselineView, lo: int, hi: int) -> np.ndarray:
     return targets
 
 
+def fixed_weights(view: BaselineView, lo: int, hi: int, weights: np.ndarray) -> np.ndarray:
+    """The user's weights (cash first) at every decision; an asset that cannot trade there has its weight in cash."""
+    targets = view.empty(lo, hi)
+    for row in view.decision_rows(lo, hi):
+        target = weights.copy()
+        idle = np.flatnonzero(~view.tradable[row]) + 1
+        target[0] += target[idle].sum()
+        target[idle] = 0.0
+        targets[row - lo] = target
+    return targets
+
+
 def flat(view: BaselineView, lo: int, hi: int) -> np.ndarray:
     targets = view.empty(lo, hi)
     targets[0] = equal_over(np.zeros(view.closes.shape[1], dtype=bool))
@@ -145,4 +157,5 @@ BASELINES: tuple[Baseline[Decide], ...] = baseline_table(
     Baseline("min_variance", minimum_variance, "skfolio's minimum variance, fitted on the train part only"),
     Baseline("flat", flat, "all cash: an agent that never invests ties it"),
 )
+FIXED = "fixed_weights"  # the file's own baseline (env_config.fixed_weights), judged like the table's
 HINDSIGHT = "best_asset_hindsight"  # shown in the table, marked: never a verdict line

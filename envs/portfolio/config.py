@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
+from envs.portfolio.weights import FIXED_WEIGHTS_KEY, check_user_weights
 from envs.trading.bars_config import BarsConfig
 
 # Features of the close alone, so the default works for close-only universes too: the log return, 24-bar
@@ -38,6 +40,9 @@ class PortfolioConfig(BarsConfig):
     kappa: float = Field(default=5.0, gt=0, le=50)
     gross_cap: float = Field(default=1.0, gt=0, le=3)
     features: list[Any] = Field(default_factory=lambda: list(DEFAULT_FEATURES))
+    # A baseline of the user's own: these weights ({cash: 0.4, BTC-USD: 0.3, ...}, an asset left out holds 0)
+    # rebalanced to at every decision, scored and judged next to the others as `fixed_weights`.
+    fixed_weights: dict[str, float] | None = None
 
     @model_validator(mode="after")
     def _one_universe(self) -> "PortfolioConfig":
@@ -47,6 +52,8 @@ class PortfolioConfig(BarsConfig):
                              "table of ASSET:close columns)" + (", not both" if named else ""))
         if self.assets is not None and not self.table_path:
             raise ValueError("env_config.assets picks a wide table's columns: use it with table_path")
+        if self.fixed_weights is not None:
+            check_user_weights(np.array(list(self.fixed_weights.values())), self.weights, FIXED_WEIGHTS_KEY)
         return self
 
     @property

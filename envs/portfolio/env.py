@@ -17,7 +17,7 @@ import numpy as np
 from envs.portfolio.book import PortfolioBook, step_book
 from envs.portfolio.config import PortfolioConfig
 from envs.portfolio.market import PortfolioMarket, load_portfolio_market
-from envs.portfolio.weights import scores_to_weights
+from envs.portfolio.weights import fixed_weight_vector, scores_to_weights
 from envs.splits import episode_bounds
 
 EXTRA_COLUMNS = 2  # after each asset's window of features: its current weight, and whether it can trade
@@ -71,6 +71,9 @@ class PortfolioEnv(gym.Env):
         # (N, T * F): a window of one asset is one contiguous run of its row
         self._features = np.ascontiguousarray(self.market.features.reshape(self.n_assets, -1))
         self._n_features = n_features
+        # the file's fixed-weights baseline, checked against the universe here so that --dry-run refuses a bad name
+        self.fixed_weights = (fixed_weight_vector(self.cfg.fixed_weights, universe.symbols)
+                              if self.cfg.fixed_weights is not None else None)
 
     def plan_lines(self) -> list[str]:
         market, universe = self.market, self.market.universe

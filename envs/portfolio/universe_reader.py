@@ -6,7 +6,7 @@ normalization statistics from its fold's train rows. `read` computes every asset
 the env's own code (`build_raw`, `apply_normalization`) and writes the observation as `PortfolioEnv.observation_at`
 does, so a served model and the backtest see the same numbers (tests/unit/test_universe_reader.py).
 
-The request is a DataFrame: a `timestamp` column, then `ASSET:close` (and, for an OHLCV universe,
+The request is a DataFrame: a `timestamp` column (in process, a DatetimeIndex will do), then `ASSET:close` (and, for an OHLCV universe,
 `ASSET:open/high/low/volume`) columns for exactly the model's assets, oldest row first; and optionally
 `weight:cash` and `weight:ASSET` columns whose last row holds the current weights (all cash when absent). A missing
 or extra asset, too few bars, or weights that are NaN, negative under long-only or do not sum to 1 are refused in
@@ -51,6 +51,12 @@ class UniverseReader(FeatureWindowReader):
     feature_bars: int = 0
     decision_interval: int = 1
     bars_per_year: float = 0.0
+    # How the env traded and on which bars, so paper trading (envs.portfolio.paper) fills as the backtest did and
+    # starts after the data the model saw
+    fee_bps: float = 0.0
+    slippage_bps: float = 0.0
+    data_start: str = ""
+    data_end: str = ""
     test_start: str = ""
     test_end: str = ""
     mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (N, F)
@@ -69,7 +75,8 @@ class UniverseReader(FeatureWindowReader):
         return cls(symbols=market.universe.symbols, features=list(cfg.features), timeframe=market.universe.timeframe,
                    window=cfg.window, close_only=market.universe.close_only, weights=cfg.weights, kappa=cfg.kappa,
                    gross_cap=cfg.gross_cap, feature_bars=needed or 0, decision_interval=cfg.decision_interval,
-                   bars_per_year=market.bars_per_year, test_start=stamps[lo].isoformat(),
+                   bars_per_year=market.bars_per_year, fee_bps=cfg.fee_bps, slippage_bps=cfg.slippage_bps,
+                   data_start=stamps[0].isoformat(), data_end=stamps[-1].isoformat(), test_start=stamps[lo].isoformat(),
                    test_end=stamps[hi - 1].isoformat(), mean=market.feature_mean, std=market.feature_std,
                    refusal="" if needed is not None else f"its features read another series ({other})")
 
@@ -82,8 +89,9 @@ class UniverseReader(FeatureWindowReader):
                 f"one wide table ({'closes' if self.close_only else 'OHLCV'}), and the weights held")
 
     def tags(self) -> dict[str, str]:
-        return {"inputs": self.describe(), "assets": ",".join(self.symbols), "timeframe": self.timeframe,
-                "test_start": self.test_start, "test_end": self.test_end}
+        return {"inputs": self.describe(), "assets": ",".join(self.symbols)[:5000], "timeframe": self.timeframe,
+                "data_start": self.data_start, "data_end": self.data_end, "test_start": self.test_start,
+                "test_end": self.test_end}
 
     def save(self, path: str | Path) -> None:
         config = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("mean", "std")}
@@ -138,9 +146,12 @@ class UniverseReader(FeatureWindowReader):
                              + "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
                                                            f"extra {', '.join(extra)}" if extra else "") if part)
                              + ": send exactly the model's assets")
-        if "timestamp" not in table.columns:
+        if "timestamp" in table.columns:
+            stamps = parse_times(table["timestamp"].reset_index(drop=True), "the request", "timestamp")
+        elif isinstance(table.index, pd.DatetimeIndex):  # in process: the bars' own index
+            stamps = parse_times(table.index.to_series().reset_index(drop=True), "the request", "timestamp")
+        else:
             raise InputError("the table needs a timestamp column (the bars' open times, oldest first)")
-        stamps = parse_times(table["timestamp"].reset_index(drop=True), "the request", "timestamp")
         if len(stamps) < self.bars_needed:
             raise InputError(f"{len(stamps)} bars given; this model reads the last {self.bars_needed}")
         if not stamps.is_monotonic_increasing or stamps.has_duplicates:
@@ -156,8 +167,9 @@ class UniverseReader(FeatureWindowReader):
             raise InputError(f"the table lacks {', '.join(absent)}: this model reads "
                              f"{'closes' if self.close_only else 'OHLCV bars'}")
         frame = table[wanted].set_axis(fields_, axis=1).astype(np.float64).set_axis(stamps)
-        listed = frame["close"].notna().to_numpy()
-        frame = frame.iloc[int(np.argmax(listed)):] if listed.any() else frame.iloc[:0]
+        listed = np.flatnonzero(frame["close"].notna().to_numpy())
+        # From its first close to its last: an asset whose bars ended before the table's last row cannot trade
+        frame = frame.iloc[listed[0]:listed[-1] + 1] if len(listed) else frame.iloc[:0]
         close = frame["close"].ffill()
         if self.close_only:
             return pd.DataFrame({"open": close.shift(1).fillna(close), "close": close})

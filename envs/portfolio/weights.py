@@ -54,3 +54,17 @@ def check_user_weights(weights: np.ndarray, rule: str, where: str) -> np.ndarray
         raise InputError(f"{where}: weights sum to {float(np.ravel(total)[0]):.12g} (off by {worst:.3g}), not 1 within "
                          f"{SUM_TOLERANCE:g}: cash is the first weight; make cash and the assets sum to 1")
     return values
+
+
+FIXED_WEIGHTS_KEY = "environment.env_config.fixed_weights"
+
+
+def fixed_weight_vector(weights: dict[str, float], symbols: tuple[str, ...]) -> np.ndarray:
+    """A file's fixed-weights baseline ({cash: w, ASSET: w, ...}; an asset left out holds 0) in the universe's order,
+    cash first; a name that is neither cash nor one of the universe's assets is refused in one line."""
+    unknown = sorted(set(weights) - {"cash", *symbols})
+    if unknown:
+        shown = ", ".join(symbols[:8]) + (", ..." if len(symbols) > 8 else "")
+        raise InputError(f"{FIXED_WEIGHTS_KEY}: {', '.join(unknown)} is not in the universe ({shown}): name cash and "
+                         "the universe's assets as the env names them")
+    return np.array([float(weights.get(name, 0.0)) for name in ("cash", *symbols)])

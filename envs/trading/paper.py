@@ -12,11 +12,14 @@ the same small moves untraded as the backtest.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
+from envs.errors import InputError
+from envs.trading.data import GAPS_KEPT
 from envs.trading.ledger import Ledger, trade_bar
 
 # (the bars up to a decision bar, the held position) -> the target position decided at its close
@@ -99,3 +102,83 @@ def replay(book: PaperBook, bars: pd.DataFrame, rows: range, bars_needed: int, d
         if on_bar is not None:
             on_bar(stamp, outcome)
     return equity
+
+
+@dataclass
+class SpotPaper:
+    """Paper trading of a `BarReader` model on one bars file (parquet or CSV export, envs.trading.bars_file), read
+    again at each poll so appended bars are traded."""
+
+    reader: Any              # envs.trading.bar_reader.BarReader
+    sources: list[str]
+    follow: bool = False
+
+    @classmethod
+    def open(cls, reader: Any, sources: list[str], follow: bool) -> "SpotPaper":
+        """`follow`: the file is being appended to (a CSV's last line without its newline waits)."""
+        return cls(reader, sources, follow)
+
+    def __post_init__(self) -> None:
+        from envs.trading.bars_file import BarsFile
+
+        if len(self.sources) != 1:
+            raise InputError(f"--bars {' '.join(self.sources)}: this model trades one market "
+                             f"({self.reader.symbol}): give its one bars file")
+        self._file = BarsFile(self.sources[0], self.reader.symbol, self.reader.timeframe, follow=self.follow,
+                              calendar=self.reader.calendar)
+
+    @property
+    def label(self) -> str:
+        return self.sources[0]
+
+    def read(self) -> pd.DataFrame:
+        return self._file.read()
+
+    @staticmethod
+    def index(data: pd.DataFrame) -> pd.DatetimeIndex:
+        return data.index
+
+    def new_book(self) -> PaperBook:
+        return new_book(self.reader)
+
+    @staticmethod
+    def book_from_state(state: dict[str, Any]) -> PaperBook:
+        return PaperBook.from_state(state)
+
+    def replay(self, book: PaperBook, bars: pd.DataFrame, rows: range, ask: Callable[[pd.DataFrame], pd.DataFrame],
+               on_bar: Callable[[pd.Timestamp, BarOutcome], None] | None = None) -> np.ndarray:
+        """`ask` is given the last bars, the held position and, for a file that records its holes (imported with
+        --gaps drop), a gaps column saying so: the model then steps over them as the env did."""
+        extra = {"gaps": GAPS_KEPT} if bars.attrs.get("gaps") == GAPS_KEPT else {}
+
+        def decide(window: pd.DataFrame, held: float) -> float:
+            return float(ask(window.assign(position=held, **extra))["target_position"].iloc[0])
+
+        return replay(book, bars, rows, self.reader.bars_needed, decide, on_bar)
+
+    @staticmethod
+    def traded(book: PaperBook) -> float:
+        return book.ledger.traded_notional
+
+    @staticmethod
+    def bar_values(book: PaperBook, outcome: BarOutcome) -> dict[str, float]:
+        return {"equity": outcome.equity, "position": outcome.position, "drawdown": outcome.drawdown,
+                "fees_paid": book.ledger.fees_paid, "fills": float(book.ledger.trades),
+                **{f"fill_{k}": v for k, v in (outcome.fill or {}).items()}}
+
+    @staticmethod
+    def summary(book: PaperBook) -> str:
+        return (f"equity {book.equity:.4f} (started at 1), {book.ledger.trades} fills, "
+                f"{1 - book.equity / book.peak:.2%} below its peak, last bar {book.last_bar}")
+
+    def data_part(self, bars: pd.DataFrame) -> Any:
+        from envs.trading.datasets import bars_part
+
+        return bars_part(self.label, bars)
+
+    def periods_per_year(self, bars: pd.DataFrame) -> float:
+        return self.reader.periods_per_year(bars)
+
+    @staticmethod
+    def key(sources: list[str]) -> str:
+        return str(Path(sources[0]).resolve())

@@ -65,6 +65,20 @@ def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp
                       "--set", "evaluation.protocol={type: walk_forward, folds: 2, validation_size: 500, "
                       "test_size: 600, embargo: 24}"])
     assert code == 0
+    # Paper trading the registered model over its test window is its backtest to the last digit.
+    from experiments.paper import main as paper
+
+    version = versions[0]
+    files = [str(REPO / "data" / "raw" / "bitfinex" / f"{coin}-USD_1h.parquet") for coin in ("EOS", "BTC", "LTC",
+                                                                                               "XRP", "ETH")]
+    assert paper([f"models:/ppo_portfolio_crypto-smoke/{version.version}", "--bars", *files, "--start",
+                  version.tags["test_start"], "--tracking-uri", client.tracking_uri]) == 0
+    [session] = client.search_runs([client.get_experiment_by_name("ppo_portfolio_crypto-smoke-paper").experiment_id])
+    equity = {m.step: m.value for m in client.get_metric_history(session.info.run_id, "equity")}
+    test_end = int(pd.Timestamp(version.tags["test_end"]).timestamp())
+    backtest = client.get_run(version.run_id).data.metrics
+    assert equity[test_end] == backtest["eval/final_equity"]  # to the last digit
+    assert min(equity) == int(pd.Timestamp(version.tags["test_start"]).timestamp())
 
 
 def test_the_500_coin_files_smoke_test_runs_at_20_coins(tmp_path):

@@ -76,3 +76,31 @@ def test_a_fixed_weight_rule_pays_the_same_exact_costs_whoever_gives_it(tmp_path
     agent, ucrp = report.table.loc["agent"], report.table.loc["ucrp"]
     assert agent["final_equity"] == pytest.approx(ucrp["final_equity"], rel=1e-9)
     assert agent["fees_paid"] == pytest.approx(ucrp["fees_paid"], rel=1e-6)
+
+
+def test_a_files_fixed_weights_are_a_judged_baseline_through_the_same_ledger(tmp_path: Path) -> None:
+    """fixed_weights of 1/N and no cash is UCRP to the last digit; other weights are their own judged column."""
+    table = closes_table(tmp_path)
+    equal = {f"A{i}": 1 / 8 for i in range(8)}
+    report = evaluate_policy(uniform_scores, {**CONFIG, "table_path": table, "fixed_weights": equal})
+    assert "fixed_weights" in report.returns.columns
+    assert report.table.loc["fixed_weights", "final_equity"] == report.table.loc["ucrp", "final_equity"]
+    tilted = evaluate_policy(uniform_scores, {**CONFIG, "table_path": table,
+                                              "fixed_weights": {"cash": 0.5, "A7": 0.3, "A0": 0.2}})
+    row = tilted.table.loc["fixed_weights"]
+    assert row["cash_weight"] == 0.5 and row["final_equity"] != report.table.loc["ucrp", "final_equity"]
+
+
+@pytest.mark.parametrize("weights, message", [
+    ({"cash": 0.5, "A1": 0.6}, "sum to 1.1"),
+    ({"cash": float("nan"), "A1": 1.0}, "NaN"),
+    ({"cash": 1.2, "A1": -0.2}, "negative weight -0.2 under long_only"),
+    ({"cash": 0.5, "DOGE": 0.5}, "DOGE is not in the universe"),
+])
+def test_fixed_weights_that_cannot_be_held_are_refused_in_one_line(tmp_path: Path, weights, message) -> None:
+    from envs.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        PortfolioEnv({**CONFIG, "table_path": closes_table(tmp_path), "fixed_weights": weights})
+    assert "environment.env_config.fixed_weights" in str(caught.value) and message in str(caught.value)
+    assert "\n" not in str(caught.value)
