@@ -1,8 +1,10 @@
-"""`python -m experiments.paper "models:/NAME@champion" --bars PATH [--follow] [--serve-url URL]`: paper trading.
+"""`python -m experiments.paper "models:/NAME@champion" --bars PATH... [--follow] [--serve-url URL]`: paper trading.
 
 Steps the model through bars as they arrive, with the backtest's ledger, fees and slippage
 (`envs.trading.paper`): at each decision bar the policy is asked (in process, or the served model at --serve-url)
-for a target, filled at the next bar's open. Bars come from PATH (a bars parquet or CSV, polled for appended bars
+for a target, filled at the next bar's open. A universe model (trading/Portfolio-v0) takes one bars file per asset
+or one wide table, and is asked for target weights (envs.portfolio.paper); what follows is said of one market. Bars
+come from PATH (a bars parquet or CSV, polled for appended bars
 with --follow, e.g. as `python -m experiments.data update` appends them) or, with --exchange, from an exchange
 through ccxt when there is a network. Every bar's equity, position, drawdown and fills are logged to an MLflow run
 (experiment `<model name>-paper`) with the bar's time (epoch seconds) as the step, and the account's whole state
@@ -198,7 +200,7 @@ class PaperTrader:
         name = f"{self.version.name}-paper"
         experiment = self.client.get_experiment_by_name(name)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
-        key = hashlib.sha256(f"{self.version.name}/{self.version.version}|{self.market.key(self.market.sources)}|"
+        key = hashlib.sha256(f"{self.version.name}/{self.version.version}|{self.market.key}|"
                              f"{self.args.start}".encode()).hexdigest()[:16]
         found = self.client.search_runs([experiment_id], f"tags.`{KEY_TAG}` = '{key}'", max_results=1)
         if found:

@@ -216,7 +216,7 @@ class UniversePaper:
     def periods_per_year(self, data: tuple[Universe, pd.DataFrame]) -> float:
         return self.reader.bars_per_year
 
-    @staticmethod
-    def key(sources: list[str]) -> str:
+    @property
+    def key(self) -> str:
         """What names the session's bars (with the model and the start): the files' resolved paths."""
-        return ",".join(str(Path(source).resolve()) for source in sources)
+        return ",".join(str(Path(source).resolve()) for source in self.sources)

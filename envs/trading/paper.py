@@ -179,6 +179,7 @@ class SpotPaper:
     def periods_per_year(self, bars: pd.DataFrame) -> float:
         return self.reader.periods_per_year(bars)
 
-    @staticmethod
-    def key(sources: list[str]) -> str:
-        return str(Path(sources[0]).resolve())
+    @property
+    def key(self) -> str:
+        """What names the session's bars (with the model and the start): the file's resolved path."""
+        return str(Path(self.sources[0]).resolve())
