@@ -22,9 +22,8 @@ def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
     n = len(universe.timestamps)
     fold = cfg.split_protocol().fold(n, cfg.fold, source=f"{universe.source}: protocol")
     digest = universe.window_digest(((0, n),))
-    label = f"{universe.n_assets}-assets_{'-'.join(universe.symbols[:3])}_{universe.timeframe}"
     stamps = universe.timestamps
-    return [DataPart(label, name, part_digest(digest, *fold.part(name)), universe.source, end - start,
+    return [DataPart(universe.label, name, part_digest(digest, *fold.part(name)), universe.source, end - start,
                      f"{stamps[start]}", f"{stamps[end - 1]}", fold.index)
             for name in PARTS for start, end in (fold.part(name),)]
 

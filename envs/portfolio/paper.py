@@ -24,7 +24,7 @@ import pandas as pd
 from envs.datasets import DataPart, part_digest
 from envs.errors import InputError
 from envs.portfolio.book import PortfolioBook, step_book
-from envs.portfolio.universe import WIDE_SEPARATOR, Universe, load_universe
+from envs.portfolio.universe import WIDE_SEPARATOR, Universe, asset_difference, load_universe
 from envs.portfolio.universe_reader import CASH, WEIGHT_PREFIX, UniverseReader
 
 # (the wide table's last bars at a decision bar, with the held weights) -> the model's answer rows
@@ -149,12 +149,9 @@ class UniversePaper:
         else:
             universe = load_universe(self.sources, None, None, None)
         given = list(universe.symbols)
-        missing, extra = sorted(set(symbols) - set(given)), sorted(set(given) - set(symbols))
-        if missing or extra:
+        if difference := asset_difference(symbols, given):
             raise InputError(f"{self.label}: the universe's assets differ from the model's ({', '.join(symbols)}): "
-                             + "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
-                                                           f"extra {', '.join(extra)}" if extra else "") if part)
-                             + ": give one bars file per model asset, or a wide table with their columns")
+                             f"{difference}: give one bars file per model asset, or a wide table with their columns")
         if universe.timeframe != self.reader.timeframe:
             raise InputError(f"{self.label}: {universe.timeframe} bars, but the model trades {self.reader.timeframe} "
                              "bars: give bars of its timeframe")
@@ -209,8 +206,7 @@ class UniversePaper:
     def data_part(self, data: tuple[Universe, pd.DataFrame]) -> DataPart:
         universe = data[0]
         n = len(universe.timestamps)
-        label = f"{universe.n_assets}-assets_{'-'.join(universe.symbols[:3])}_{universe.timeframe}"
-        return DataPart(label, "paper", part_digest(universe.window_digest(((0, n),)), 0, n), self.label[:500], n,
+        return DataPart(universe.label, "paper", part_digest(universe.window_digest(((0, n),)), 0, n), self.label[:500], n,
                         f"{universe.timestamps[0]}", f"{universe.timestamps[-1]}")
 
     def periods_per_year(self, data: tuple[Universe, pd.DataFrame]) -> float:

@@ -56,6 +56,11 @@ class Universe:
         return digest_of(b"".join([",".join(self.symbols).encode(), *parts]))
 
     @property
+    def label(self) -> str:
+        """A short name for its MLflow datasets: the size, the first assets and the timeframe."""
+        return f"{self.n_assets}-assets_{'-'.join(self.symbols[:3])}_{self.timeframe}"
+
+    @property
     def first_rows(self) -> np.ndarray:
         return np.argmax(self.listed, axis=0)
 
@@ -66,6 +71,13 @@ class Universe:
         n = len(self.timestamps)
         last = n - 1 - np.argmax(self.listed[::-1], axis=0)
         return np.where(last == n - 1, n, last)
+
+
+def asset_difference(expected: tuple[str, ...] | list[str], given: set[str] | list[str]) -> str:
+    """"missing A, B; extra C" between a model's assets and the ones given ("" when they are the same set)."""
+    missing, extra = sorted(set(expected) - set(given)), sorted(set(given) - set(expected))
+    return "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                       f"extra {', '.join(extra)}" if extra else "") if part)
 
 
 def close_only_refusal(items: tuple[Item, ...], where: str) -> None:

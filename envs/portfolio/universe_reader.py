@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.portfolio.universe import asset_difference
 from envs.portfolio.weights import check_user_weights, scores_to_weights
 from envs.reader_file import FeatureWindowReader, load_reader, save_reader
 from envs.trading.calendar import timeframe_delta
@@ -140,12 +141,9 @@ class UniverseReader(FeatureWindowReader):
     def _stamps(self, table: pd.DataFrame) -> pd.DatetimeIndex:
         columns = {str(c).split(SEPARATOR, 1)[0] for c in table.columns
                    if SEPARATOR in str(c) and not str(c).startswith(WEIGHT_PREFIX)}
-        missing, extra = sorted(set(self.symbols) - columns), sorted(columns - set(self.symbols))
-        if missing or extra:
-            raise InputError(f"the table's assets differ from this model's ({', '.join(self.symbols)}): "
-                             + "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
-                                                           f"extra {', '.join(extra)}" if extra else "") if part)
-                             + ": send exactly the model's assets")
+        if difference := asset_difference(self.symbols, columns):
+            raise InputError(f"the table's assets differ from this model's ({', '.join(self.symbols)}): {difference}: "
+                             "send exactly the model's assets")
         if "timestamp" in table.columns:
             stamps = parse_times(table["timestamp"].reset_index(drop=True), "the request", "timestamp")
         elif isinstance(table.index, pd.DatetimeIndex):  # in process: the bars' own index
