@@ -1,4 +1,5 @@
-"""RLlib glue every algorithm shares: env registration, the selection score, and the builder calls that
+"""RLlib glue every algorithm shares: env registration, the selection score (and an env family's validation
+scores), and the builder calls that
 do not depend on the algorithm (environment, runners, learners, module, evaluation, reporting).
 
 An algorithm's builder (`AlgorithmSpec.build`) makes its own config class, applies its `training`
@@ -10,14 +11,17 @@ import logging
 import math
 import numbers
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.tune.registry import register_env
 
 import envs
-from algos.spec import BuildInputs, SelectionRule
+from algos.numpy_policy import NumpyPolicy, export_module
+from algos.spec import BuildInputs, GreedyRule, SelectionRule
 from algos.system_metrics import attach_samples, start_sampling
 from algos.tree_path import value_at
 
@@ -99,6 +103,18 @@ def warm_start(checkpoint: str, *, algorithm: Any, **_: Any) -> None:
                                 filesystem=filesystem)
 
 
+def score_validation(scorer: Callable[[Any, dict[str, Any]], dict[str, float]], env_config: dict[str, Any],
+                     greedy: GreedyRule, *, algorithm: Any, evaluation_metrics: dict[str, Any], **_: Any) -> None:
+    """RLlib `on_evaluate_end` callback: the env family's validation scores of the greedy policy just evaluated
+    (envs.EnvFamily.validation_scores), as evaluation/validation/<key>. The policy is the evaluation runner's module
+    exported to numpy, the same greedy actions the final table and the registered model use."""
+    module = algorithm.eval_env_runner.module
+    if isinstance(module, MultiRLModule):
+        module = module[DEFAULT_MODULE_ID]
+    policy = NumpyPolicy.from_arrays(export_module(module, greedy))
+    evaluation_metrics["validation"] = scorer(policy, env_config)
+
+
 def _evaluation_envs(evaluation: dict[str, Any], training_envs: int) -> int:
     """Envs stepped by the greedy evaluation: no more than the episodes it counts. RLlib steps every
     env of the runner until `evaluation_duration` episodes finish, so 32 training envs would walk a
@@ -117,7 +133,13 @@ def _callbacks(inputs: BuildInputs) -> dict[str, list[Any]]:
     if inputs.system_metrics_interval_s:
         on_init.append(partial(start_sampling, inputs.system_metrics_interval_s))
         on_result.append(attach_samples)
-    return {"on_train_result": on_result, **({"on_algorithm_init": on_init} if on_init else {})}
+    callbacks = {"on_train_result": on_result, **({"on_algorithm_init": on_init} if on_init else {})}
+    scorer = envs.family(inputs.env_id).validation_function()
+    evaluation = inputs.sections["evaluation"]
+    if scorer is not None and inputs.greedy is not None and evaluation["evaluation_interval"]:
+        env_config = {**inputs.sections["environment"]["env_config"], **evaluation["env_config"]}
+        callbacks["on_evaluate_end"] = [partial(score_validation, scorer, env_config, inputs.greedy)]
+    return callbacks
 
 
 def apply_common(config: AlgorithmConfig, inputs: BuildInputs) -> AlgorithmConfig:

@@ -97,6 +97,7 @@ class BuildInputs:
     selection: SelectionRule = field(default_factory=SelectionRule)
     warm_start: str | None = None  # an algorithm checkpoint whose learner state every trial starts from
     system_metrics_interval_s: float | None = None  # sample the trial's system use this often (None: never)
+    greedy: "GreedyRule | None" = None  # the algorithm's greedy rule, for an env family's validation scores
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,12 @@ class EnvFamily:
     # "module:function(env_config) -> list[envs.datasets.DataPart]": the parts of the data one env_config trains,
     # selects and is scored on, logged as MLflow dataset inputs of its runs; None: the family reads no data file.
     datasets: str | None = None
+    # "module:function(policy, env_config) -> dict[str, float]" that scores the greedy policy on the validation part
+    # as the family's final table scores the test part (e.g. APFDc over the failing validation cycles), merged into
+    # RLlib's evaluation results as evaluation/validation/<key> after every evaluation, so tune.metric can select on
+    # it; `validation_keys` names what it returns. None: selection reads RLlib's own evaluation returns.
+    validation_scores: str | None = None
+    validation_keys: tuple[str, ...] = ()
     env_id: str = ""  # the id this entry was resolved for (envs.family fills it; the table's keys are the ids)
 
     @property
@@ -106,6 +112,10 @@ class EnvFamily:
     def transfer_function(self) -> Callable[..., Any] | None:
         """The scorer of a registered model on other data (`transfer`), or None."""
         return _load(self.transfer) if self.transfer else None
+
+    def validation_function(self) -> Callable[[Policy, dict[str, Any]], dict[str, float]] | None:
+        """The validation scorer (`validation_scores`), or None."""
+        return _load(self.validation_scores) if self.validation_scores else None
 
     def data_parts(self, env_config: dict[str, Any]) -> list[Any]:
         """The parts of the data `env_config` reads (`datasets`), empty when the family says none."""
@@ -150,7 +160,8 @@ class EnvFamily:
 
 
 _TESTPRIO_CONFIG = "envs.agents.testprio.config:PrioritizationConfig"
-_TESTPRIO_COLUMNS = ("eval/nrpa", "eval/apfd", "eval/paper_nrpa")
+_TESTPRIO_COLUMNS = ("eval/apfdc", "eval/ttff", "eval/apfd", "eval/nrpa", "eval/paper_nrpa")
+_TESTPRIO_VALIDATION_KEYS = ("score", "apfdc", "nrpa", "failing_cycles", "cycles")
 _TESTPRIO_BASELINES = "envs.agents.testprio.baselines:BASELINES"
 _TESTPRIO_DATA = ("data_path", "data_paths")
 _TESTPRIO_TRANSFER = "envs.agents.testprio.transfer:score_registered"
@@ -179,13 +190,15 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         "envs.agents.testprio.env:PointwiseTestPrioritizationEnv", "envs.agents.testprio.evaluate:evaluate_policy",
         config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA, comparison_columns=_TESTPRIO_COLUMNS,
         baselines=_TESTPRIO_BASELINES, input_reader="envs.agents.testprio.cycle_reader:CycleReader",
-        transfer=_TESTPRIO_TRANSFER, datasets=_TESTPRIO_DATASETS),
+        transfer=_TESTPRIO_TRANSFER, datasets=_TESTPRIO_DATASETS,
+        validation_scores="envs.agents.testprio.evaluate:validation_scores", validation_keys=_TESTPRIO_VALIDATION_KEYS),
     "agents/TestPrioritizationPairwise-v0": EnvFamily(
         "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
         "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA,
         comparison_columns=_TESTPRIO_COLUMNS, baselines=_TESTPRIO_BASELINES,
         input_reader="envs.agents.testprio.cycle_reader:PairwiseCycleReader", transfer=_TESTPRIO_TRANSFER,
-        datasets=_TESTPRIO_DATASETS),
+        datasets=_TESTPRIO_DATASETS, validation_scores="envs.agents.testprio.evaluate:pairwise_validation_scores",
+        validation_keys=_TESTPRIO_VALIDATION_KEYS),
     "agents/TestGeneration-v0": EnvFamily(
         "envs.agents.testgen.env:TestGenerationEnv", "envs.agents.testgen.evaluate:evaluate_policy",
         config_model="envs.agents.testgen.config:TestGenerationConfig", data_keys=("test_programs",),

@@ -47,3 +47,6 @@ class EvaluationReport:
     # The whole data file's digest (its bytes), which keyed the ledger before data_digest did: a ledger recorded under
     # it on the same windows is found and carried over. None for a family whose ledger key never changed.
     file_digest: str | None = None
+    # Model version tags the registry puts on the model this report judged (e.g. the execution agent's guard:
+    # apfdc_below_heuristic). A `warning` tag is printed by experiments.serve before the model is served.
+    model_tags: dict[str, str] = field(default_factory=dict)

@@ -18,6 +18,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from envs.errors import InputError
 from experiments.plan.ports import pick_free_port, port_is_free
@@ -38,6 +39,14 @@ def serving_environment(tracking_uri: str) -> dict[str, str]:
     """This environment with the venv's bin folder first on PATH and the tracking URI set."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "MLFLOW_TRACKING_URI": tracking_uri, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+
+
+def model_warnings(version: Any) -> list[str]:
+    """The registry's guard on what a model version was judged (a `warning` tag, from the family's
+    EvaluationReport.model_tags, e.g. an execution agent that finds failures later than the heuristic), as lines to
+    print before serving it."""
+    warning = version.tags.get("warning")
+    return [f"warning: {version.name} version {version.version}: {warning}"] if warning else []
 
 
 def serving_port(host: str, port: int) -> int:
@@ -71,6 +80,8 @@ def serve(args: argparse.Namespace) -> int:
     from experiments.tracking.runs import make_client
 
     version = resolve_version(make_client(tracking_uri), args.model)
+    for line in model_warnings(version):
+        print(line, flush=True)
     if args.host != LOOPBACK:
         print(f"warning: serving on {args.host}: anyone who can reach this machine can query the model", flush=True)
     command = serve_command(args.model, args.host, port)

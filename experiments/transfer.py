@@ -5,7 +5,7 @@ For the execution agent (`conf/dqn_testprio_cross.yaml`): HISTORY is a CI histor
 format; every cycle is ranked in time order by the model as registered, by the model updated after each cycle's
 verdicts, by a cold start updated the same way, by periodic retraining, and by the baselines (recent_failures,
 random, optimal, and gradient-boosted learning-to-rank fitted on the model's own training histories). The table
-(headline columns: the paper's protocol, cycles with >= 6 tests) is printed and logged to MLflow (experiment
+(headline: APFDc over the failing cycles, the paper's protocol, cycles with >= 6 tests) is printed and logged to MLflow (experiment
 `<model name>-transfer`, one run per history, the per-cycle scores as an artifact); --output also writes them as
 CSV. A model whose env family cannot be scored this way, or a file in an unknown format, is refused in one line.
 """
@@ -93,11 +93,14 @@ def _log(client: Any, version: Any, path: str, report: Any, output: Path | None)
     run_id = client.create_run(experiment_id, run_name=f"{stem} v{version.version}").info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(f"{_metric_name(strategy)}/{column}", float(row[column]), now, 0)
-               for strategy, row in report.table.iterrows() for column in ("paper_apfd", "paper_nrpa")
+               for strategy, row in report.table.iterrows() for column in ("paper_apfdc", "paper_ttff", "paper_apfd", "paper_nrpa")
                if row[column] == row[column]]  # not NaN
-    # Each strategy's NRPA per cycle, step = the cycle's position: the chart view overlays the strategies.
-    metrics += [Metric(f"{_metric_name(row.strategy)}/cycle_nrpa", float(row.nrpa), now, int(row.position))
-                for row in report.per_cycle.itertuples() if row.nrpa == row.nrpa]
+    # Each strategy's APFDc (failing cycles) and NRPA per cycle, step = the cycle's position: the chart view overlays
+    # the strategies.
+    metrics += [Metric(f"{_metric_name(row.strategy)}/cycle_{column}", float(getattr(row, column)), now,
+                       int(row.position))
+                for row in report.per_cycle.itertuples() for column in ("apfdc", "nrpa")
+                if getattr(row, column) == getattr(row, column)]
     log_metric_entities(client, run_id, metrics)
     client.log_batch(run_id, tags=[RunTag("model", f"models:/{version.name}/{version.version}"),
                                    RunTag("history", str(Path(path).resolve()))])

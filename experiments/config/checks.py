@@ -82,10 +82,14 @@ def check_result_keys(config: "ExperimentConfig", source: str) -> None:
     """`tune.metric` and every `tune.stop` key must be a result key the algorithm reports ("/"-separated):
     a typo would otherwise never select or never stop, and Tune says so only after the sweep started."""
     spec = config.spec
+    family_keys = [f"evaluation/validation/{key}" for key in config.family.validation_keys]
     named = [("tune.metric", config.tune.metric), *(("tune.stop", key) for key in config.tune.stop)]
     for where, key in named:
-        if not spec.reports(key):
-            known = spec.result_keys()
+        if not spec.reports(key) and key not in family_keys:
+            known = spec.result_keys() + family_keys
             raise InputError(f"{source}: {where} {key!r} is not a result key {config.algorithm} reports"
                              f"{_closest_result_key(key, known)} (e.g. training_iteration, "
                              f"evaluation/env_runners/episode_return_mean, env_runners/num_env_steps_sampled_lifetime)")
+        if key in family_keys and not config.evaluation.evaluation_interval:
+            raise InputError(f"{source}: {where} {key!r} is scored after each evaluation, and evaluation."
+                             "evaluation_interval is not set; set it (e.g. 2) or select on another key")

@@ -180,7 +180,8 @@ def _register(exp: ExperimentConfig, outcome: GroupOutcome, client: "MlflowClien
     reasons += [conflict] if conflict else []
     tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm, "env": env_id,
             "data": exp.family.data_label(chosen.env_config), "fold": str(chosen.fold), "seed": str(chosen.seed),
-            "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning}
+            "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning,
+            **outcome.report.model_tags}
     input_reader = exp.family.input_reader
     inputs = exp.family.reader_class().for_env_config(chosen.env_config) if input_reader else None
     uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id, reader.module(chosen.checkpoint),

@@ -66,7 +66,7 @@ def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, A
     rule = SelectionRule(select.smooth, exp.spec.exploration_steps(exp.training) if select.after_exploration else 0)
     return BuildInputs(env_id=env_id, sections=sections, resources=resources, metric=exp.tune.metric,
                        mode=exp.tune.mode, seed=seed, has_vector_env=exp.family.has_vector_env, selection=rule,
-                       warm_start=exp.warm_start,
+                       warm_start=exp.warm_start, greedy=exp.spec.greedy,
                        system_metrics_interval_s=exp.tracking.system_metrics_interval_s if exp.tracking.system_metrics
                        else None)
 

@@ -47,6 +47,22 @@ def test_the_registered_model_ranks_a_cycle_table_through_pyfunc(registered):
     assert list(order.columns) == ["Name", "position", "row"]
     assert sorted(order["row"]) == list(range(len(cycle))) and list(order["position"]) == list(range(1, len(cycle) + 1))
     assert sorted(order["Name"]) == sorted(cycle["Name"])
+    # the registry's guard: judged on the held-out cycles' APFDc against the heuristic, a warning when below
+    name, number = model_uri.split("/")[1:]
+    tags = mlflow.MlflowClient(uri).get_model_version(name, number).tags
+    assert tags["apfdc_below_heuristic"] in ("true", "false", "unknown")
+    assert ("warning" in tags) == (tags["apfdc_below_heuristic"] == "true")
+
+
+def test_model_selection_read_the_validation_cycles_ranked_whole(registered):
+    """tune.metric evaluation/validation/score: every evaluated iteration of every trial carries it, computed by
+    ranking the pooled validation cycles as the final table ranks the test cycles."""
+    uri, _, _ = registered
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("cross_smoke").experiment_id])
+    trials = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert trials and all("evaluation/validation/score" in r.data.metrics for r in trials)
+    assert all(0.0 < r.data.metrics["evaluation/validation/nrpa"] <= 1.0 for r in trials)
 
 
 def test_transfer_scores_an_unseen_history_zero_shot_and_online(registered, tmp_path, capsys):
@@ -65,7 +81,8 @@ def test_transfer_scores_an_unseen_history_zero_shot_and_online(registered, tmp_
     assert "NOT zero-shot" not in capsys.readouterr().out
     run_ = mlflow.MlflowClient(uri).search_runs(
         [mlflow.MlflowClient(uri).get_experiment_by_name(f"{model_uri.split('/')[1]}-transfer").experiment_id])[0]
-    assert "recent_failures/paper_apfd" in run_.data.metrics
+    assert {"recent_failures/paper_apfd", "recent_failures/paper_apfdc", "recent_failures/paper_ttff"} <= set(
+        run_.data.metrics)
     [scored] = run_.inputs.dataset_inputs  # the history it scored, and every strategy's NRPA per cycle
     assert scored.dataset.name == "iofrol_head[transfer]"
     steps = mlflow.MlflowClient(uri).get_metric_history(run_.info.run_id, "recent_failures/cycle_nrpa")

@@ -13,7 +13,7 @@ from envs.agents.testprio.data import load_history, parse_retecs
 from envs.agents.testprio.dataset import prepare
 from envs.agents.testprio.features import CLIP, build_portable
 from envs.agents.testprio.synthetic import generate_frame
-from envs.agents.testprio.transfer import caught_up_at, score_history, summary
+from envs.agents.testprio.transfer import ahead_from, score_history, summary
 from envs.errors import InputError
 
 DATA = Path(__file__).resolve().parents[2] / "data/testprio"
@@ -138,14 +138,20 @@ def test_the_reader_round_trips_and_refuses_what_it_cannot_read(tmp_path):
         CycleReader.load(tmp_path / "other.json")
 
 
-def test_catching_up_is_where_the_running_mean_stays_at_or_above_the_heuristics():
-    scores = {"learner": [0.1, 0.2, 0.9, 0.9, 0.9], "recent_failures": [0.5, 0.5, 0.5, 0.5, 0.5]}
-    per_cycle = pd.DataFrame([{"position": k + 1, "strategy": name, "nrpa": values[k]}
-                              for name, values in scores.items() for k in range(5)])
-    # running means: 0.1, 0.15, 0.4, 0.525, 0.6 against 0.5: behind until cycle 4
-    assert caught_up_at(per_cycle, "learner") == "4"
-    per_cycle.loc[(per_cycle["strategy"] == "learner") & (per_cycle["position"] == 5), "nrpa"] = 0.0
-    assert caught_up_at(per_cycle, "learner") == "never"
+def test_ahead_from_is_where_the_running_apfdc_over_failing_cycles_stays_strictly_above_the_heuristics():
+    nan = float("nan")
+    scores = {"learner": [nan, 0.1, 0.2, nan, 0.9, 0.9, 0.9], "recent_failures": [nan, 0.5, 0.5, nan, 0.5, 0.5, 0.5]}
+    per_cycle = pd.DataFrame([{"position": k + 1, "strategy": name, "apfdc": values[k], "nrpa": 0.9}
+                              for name, values in scores.items() for k in range(7)])
+    # running means over the failing cycles: -, 0.1, 0.15, 0.15, 0.4, 0.525, 0.6 against 0.5: ahead from cycle 6
+    assert ahead_from(per_cycle, "learner") == "6"
+    per_cycle.loc[(per_cycle["strategy"] == "learner") & (per_cycle["position"] == 7), "apfdc"] = 0.0
+    assert ahead_from(per_cycle, "learner") == "never"
+    # level with the heuristic is not ahead on a history with failures
+    level = per_cycle.assign(apfdc=per_cycle["apfdc"].where(per_cycle["apfdc"].isna(), 0.5))
+    assert ahead_from(level, "learner") == "never"
+    # a history without failures: NRPA, at or above
+    assert ahead_from(per_cycle.assign(apfdc=nan), "learner") == "1"
 
 
 def test_the_guard_flags_nrpa_without_failures_first():
@@ -154,7 +160,8 @@ def test_the_guard_flags_nrpa_without_failures_first():
     for position in range(1, 4):
         for strategy, apfd in (("agent (zero-shot)", 0.1), ("recent_failures", 0.9), ("random", 0.5)):
             rows.append({"position": position, "cycle": position, "strategy": strategy, "tests": 8, "apfd": apfd,
-                         "napfd": apfd, "nrpa": 0.95 if strategy != "random" else 0.8})
+                         "apfdc": apfd, "ttff": 1 - apfd, "napfd": apfd,
+                         "nrpa": 0.95 if strategy != "random" else 0.8})
     table = summary(pd.DataFrame(rows), learners=[])
     assert table.loc["agent (zero-shot)", "below_heuristic"] and not table.loc["random", "below_heuristic"] is True
     assert not table.loc["recent_failures", "below_heuristic"]
@@ -187,4 +194,5 @@ def test_a_history_scored_zero_shot_and_online_has_every_strategy_on_every_cycle
                                  "optimal"}
     assert counts.nunique() == 1 and all(ranked_before_update) and len(ranked_before_update) == counts.iloc[0]
     assert report.table.loc["optimal", "paper_apfd"] >= report.table["paper_apfd"].max() - 1e-12
-    assert report.table.loc["learner", "caught_up_at"] != "" and report.table.loc["random", "caught_up_at"] == ""
+    assert report.table.loc["optimal", "paper_ttff"] <= report.table["paper_ttff"].min() + 1e-12
+    assert report.table.loc["learner", "ahead_from"] != "" and report.table.loc["random", "ahead_from"] == ""

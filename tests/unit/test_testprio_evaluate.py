@@ -38,14 +38,17 @@ def test_report_is_well_formed_on_synthetic_data():
     report = evaluate_policy(constant_policy, {})
     rows = ["agent", "learning_to_rank", "recent_failures", "random", "optimal"]
     assert list(report.table.index) == rows
-    assert list(report.table.columns) == ["apfd", "napfd", "nrpa", "cycles_with_failures", "cycles", "paper_apfd",
-                                          "paper_napfd", "paper_nrpa", "paper_cycles", "below_heuristic"]
-    assert set(report.agent_metrics) == {f"eval/{p}{m}" for p in ("", "paper_") for m in ("apfd", "napfd", "nrpa")} | {
-        "eval/apfd_below_heuristic"}
+    assert list(report.table.columns) == ["apfdc", "ttff", "apfd", "napfd", "nrpa", "cycles_with_failures", "cycles",
+                                          "paper_apfdc", "paper_ttff", "paper_apfd", "paper_napfd", "paper_nrpa",
+                                          "paper_cycles", "below_heuristic"]
+    assert set(report.agent_metrics) == {f"eval/{p}{m}" for p in ("", "paper_")
+                                         for m in ("apfdc", "ttff", "apfd", "napfd", "nrpa")} | {
+        "eval/apfdc_below_heuristic"}
     assert all(np.isfinite(v) for v in report.agent_metrics.values())
     assert list(report.series.columns) == rows
     assert report.series.index.name == "cycle"
-    assert report.series_label == "APFD per CI cycle"
+    assert report.series_label == "APFDc per CI cycle"
+    assert report.model_tags["apfdc_below_heuristic"] in ("true", "false")
     assert report.notes
     scores = report.table[["apfd", "napfd", "nrpa"]].to_numpy()
     assert ((scores >= 0) & (scores <= 1)).all()

@@ -102,3 +102,67 @@ def test_random_order_is_a_seeded_permutation():
     again = baselines.random_order(10, np.random.default_rng(3))
     assert sorted(first.tolist()) == list(range(10))
     assert first.tolist() == again.tolist()
+
+
+def reference_apfdc(verdicts, durations):
+    """Elbaum, Malishevsky & Rothermel (ICSE 2001), eq. 2, transcribed term by term with every fault's severity 1
+    and one fault per failing test: sum_i (sum_{j=TF_i}^{n} t_j - t_{TF_i} / 2) / (sum_j t_j * m)."""
+    n = len(verdicts)
+    t = [float(d) for d in durations]
+    faults = [position for position in range(1, n + 1) if verdicts[position - 1]]
+    numerator = sum(sum(t[j - 1] for j in range(tf, n + 1)) - 0.5 * t[tf - 1] for tf in faults)
+    return numerator / (sum(t) * len(faults))
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "durations", "expected"),
+    [
+        # One failure first, taking 1 of 10 s: known for 10 - 0.5 of the cycle's 10 s.
+        ([F, P, P], [1.0, 4.0, 5.0], (10 - 0.5) / 10),
+        # The same failure last: known only during its own second half.
+        ([P, P, F], [4.0, 5.0, 1.0], 0.5 / 10),
+        # A long failing test first is worth less than a short one first: (10 - 3) / 10.
+        ([F, P], [6.0, 4.0], (10 - 3) / 10),
+        # Two failures: (8 - 1) + (3 + 2 - 1.5) over 8 * 2.
+        ([F, P, F, P], [2.0, 1.0, 3.0, 2.0], ((8 - 1) + (5 - 1.5)) / 16),
+    ],
+)
+def test_apfdc_hand_cases(verdicts, durations, expected):
+    assert metrics.apfdc(np.array(verdicts), np.array(durations)) == pytest.approx(expected)
+
+
+def test_apfdc_matches_the_papers_formula_and_equals_apfd_with_equal_costs():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(2, 30))
+        verdicts = rng.random(n) < rng.uniform(0.05, 0.6)
+        if not verdicts.any():
+            verdicts[rng.integers(n)] = True
+        durations = rng.lognormal(0.0, 1.5, n) * (rng.random(n) > 0.1)  # some tests take no time
+        assert metrics.apfdc(verdicts, durations) == pytest.approx(reference_apfdc(verdicts, durations), rel=1e-12)
+        assert metrics.apfdc(verdicts, np.full(n, 2.5)) == pytest.approx(metrics.apfd(verdicts), rel=1e-12)
+
+
+def test_time_to_first_failure_hand_cases_and_unit_costs():
+    assert metrics.time_to_first_failure(np.array([P, F, F]), np.array([3.0, 1.0, 6.0])) == pytest.approx(0.4)
+    assert metrics.time_to_first_failure(np.array([F, P]), np.array([1.0, 9.0])) == pytest.approx(0.1)
+    # No measured time at all: every test counts 1, as in APFD.
+    assert metrics.time_to_first_failure(np.array([P, P, F, P]), np.zeros(4)) == pytest.approx(0.75)
+    assert metrics.apfdc(np.array([P, F]), np.zeros(2)) == pytest.approx(metrics.apfd(np.array([P, F])))
+
+
+def test_apfdc_and_time_to_first_failure_are_undefined_without_failures_and_refuse_bad_durations():
+    assert math.isnan(metrics.apfdc(np.array([P, P]), np.array([1.0, 2.0])))
+    assert math.isnan(metrics.time_to_first_failure(np.array([P, P]), np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match="durations"):
+        metrics.apfdc(np.array([F, P]), np.array([1.0, -2.0]))
+    with pytest.raises(ValueError, match="durations"):
+        metrics.apfdc(np.array([F, P]), np.array([1.0]))
+
+
+def test_shortest_first_beats_longest_first_on_apfdc_when_failures_are_equally_likely():
+    """Smith's rule: with one failure equally likely anywhere, running short tests first finds it sooner in time."""
+    durations = np.array([1.0, 2.0, 4.0, 8.0])
+    ascending = np.mean([metrics.apfdc(np.eye(4, dtype=bool)[k], durations) for k in range(4)])
+    descending = np.mean([metrics.apfdc(np.eye(4, dtype=bool)[k][::-1], durations[::-1]) for k in range(4)])
+    assert ascending > descending

@@ -71,10 +71,30 @@ class PrioritizationConfig(StrictModel):
     # step of each cycle, that cycle's score of the order the chosen buckets give (for
     # model selection on the validation split; "apfd" samples only cycles with failures).
     terminal_score: Literal["apfd", "nrpa"] | None = None
+    # "none": the policy orders the whole cycle. "recent_failures": a residual over the heuristic's ranks: tests
+    # with the same recent failures (the verdict window) form a tier, tiers run in the heuristic's order, and the
+    # policy orders the tests within each tier; the pairwise env then draws its pairs within tiers
+    # (envs.agents.testprio.ranking).
+    tiers: Literal["none", "recent_failures"] = "none"
+    # With tiers: recent_failures: how many of the newest runs define a tier (None: all of history_window's). A
+    # shorter window than the observation's keeps old failures as features the policy may weigh, not as a rank.
+    tier_window: int | None = Field(default=None, ge=1, le=HISTORY_CAPACITY)
+    # With tiers: recent_failures and the pairwise env: None = the comparator orders each tier in full; k = each tier
+    # starts from the prior order (shorter estimated duration first) and the comparator swaps neighbours for k rounds
+    # of odd-even transposition, so a test moves at most 2k places from the prior (ranking.residual_transpositions).
+    residual_rounds: int | None = Field(default=None, ge=1, le=64)
+    # Pairwise reward: "optimal_order" (+1/-1 for agreeing with failing-first-then-shorter) or "apfdc" (what the
+    # choice is worth in cost-cognizant APFD: a failing test before a passing one earns the passing test's share of
+    # the pair's duration; within a verdict, the shorter first earns half their duration gap's share).
+    pair_reward: Literal["optimal_order", "apfdc"] = "optimal_order"
     # Pairwise: comparisons per cycle in an episode.
     pairs_per_cycle: int = Field(default=32, ge=1)
     # Pairwise: share of comparisons drawn as (failing, passing) pairs when a cycle has both.
     mixed_pair_fraction: float = Field(default=0.5, ge=0, le=1)
+
+    def tier_runs(self, window: int) -> int:
+        """How many of the newest runs define a tier, given the history's verdict `window` (tier_window or all)."""
+        return min(self.tier_window or window, window)
 
     @model_validator(mode="after")
     def _splits_fit(self) -> "PrioritizationConfig":
@@ -90,6 +110,12 @@ class PrioritizationConfig(StrictModel):
         if self.synthetic_histories and self.data_paths is None:
             raise ValueError("env_config.synthetic_histories joins a pool of histories: set data_paths too (or drop "
                              "it; with no data at all the env already uses one synthetic history)")
+        if self.history_window is not None and self.tier_window is not None and self.tier_window > self.history_window:
+            raise ValueError(f"env_config.tier_window {self.tier_window} is longer than history_window "
+                             f"{self.history_window}: a tier reads the observation's verdict window; shorten it")
+        if self.residual_rounds is not None and self.tiers != "recent_failures":
+            raise ValueError("env_config.residual_rounds bounds a residual over the heuristic's tiers: set tiers: "
+                             "recent_failures too, or drop it")
         if self.split == "validation" and self.validation_fraction <= 0:
             raise ValueError("env_config.split: 'validation' needs a validation split; set validation_fraction "
                              "(e.g. 0.15: the last 15% of the cycles before the test split)")

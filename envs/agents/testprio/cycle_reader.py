@@ -24,7 +24,7 @@ from envs.agents.testprio.config import parse_config
 from envs.agents.testprio.data import RETECS_HEADER, parse_retecs
 from envs.agents.testprio.dataset import prepare
 from envs.agents.testprio.features import build_portable
-from envs.agents.testprio.ranking import rank_pairwise, rank_pointwise, tiebreak_order
+from envs.agents.testprio.ranking import order_cycle, tiebreak_order
 from envs.errors import InputError
 
 FORMAT = "testprio-cycle-reader-1"
@@ -46,6 +46,9 @@ class CycleReader:
     train_fraction: float
     validation_fraction: float
     refusal: str = ""                  # why a lone cycle cannot give this policy's observation ("" when it can)
+    tiers: str = "none"                # env_config.tiers: the policy orders within the heuristic's tiers or not
+    residual_rounds: int | None = None  # env_config.residual_rounds: how far it may move a test from the prior
+    tier_window: int | None = None      # env_config.tier_window: the newest runs that define a tier
     # The mode an env_config without `mode` means (the pairwise env implies it; its family names the subclass).
     DEFAULT_MODE: ClassVar[str] = "pointwise"
 
@@ -61,13 +64,15 @@ class CycleReader:
                    priority_buckets=config.priority_buckets, seed=config.seed,
                    training_data=tuple(str(Path(p)) for p in paths), synthetic_histories=config.synthetic_histories,
                    train_fraction=config.train_fraction, validation_fraction=config.validation_fraction,
-                   refusal=refusal)
+                   refusal=refusal, tiers=config.tiers, residual_rounds=config.residual_rounds,
+                   tier_window=config.tier_window)
 
     def env_config(self, data_path: str) -> dict[str, Any]:
         """The env_config that featurizes another history as this model's training data was."""
         return {"data_path": data_path, "features": self.features, "mode": self.mode,
                 "history_window": self.window, "priority_buckets": self.priority_buckets,
-                "seed": self.seed, "train_fraction": self.train_fraction}
+                "seed": self.seed, "train_fraction": self.train_fraction, "tiers": self.tiers,
+                "residual_rounds": self.residual_rounds, "tier_window": self.tier_window}
 
     def training_config(self) -> dict[str, Any] | None:
         """The env_config of the data this model learned from, or None when any of its histories is not on this
@@ -119,12 +124,12 @@ class CycleReader:
                              f"{', '.join(missing)}")
         frame = cycle.astype(str).assign(Verdict="0", Cycle="0")
         history = parse_retecs(frame[[c for c in RETECS_HEADER if c in frame.columns]], "the cycle's table")
-        features = build_portable(history, self.window).matrix
+        features = build_portable(history, self.window)
         tiebreak = tiebreak_order(len(frame), np.random.default_rng(self.seed))
-        if self.mode == "pairwise":
-            order = rank_pairwise(policy, features, tiebreak)
-        else:
-            order = rank_pointwise(policy, features, tiebreak, self.priority_buckets)
+        order = order_cycle(policy, features.matrix, tiebreak, mode=self.mode, priority_buckets=self.priority_buckets,
+                            tiers=self.tiers, window=min(self.tier_window or self.window, self.window),
+                            durations=features.duration_estimates,
+                            residual_rounds=self.residual_rounds)
         return pd.DataFrame({"Name": history.test_ids[order], "position": np.arange(1, len(order) + 1),
                              "row": order})
 

@@ -46,7 +46,7 @@ from envs.agents.testprio import metrics
 from envs.agents.testprio.config import PrioritizationConfig, parse_config
 from envs.agents.testprio.dataset import PreparedData, prepare
 from envs.agents.testprio.features import CLIP
-from envs.agents.testprio.ranking import pair_observations
+from envs.agents.testprio.ranking import failure_tiers, pair_observations
 from envs.errors import InputError
 
 
@@ -154,6 +154,9 @@ class PointwiseTestPrioritizationEnv(_PrioritizationEnv):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
+        if self.config.residual_rounds is not None:
+            raise InputError("env_config.residual_rounds: the pointwise env has no comparator to swap neighbours "
+                             "with; use agents/TestPrioritizationPairwise-v0 or drop the key")
         self._buckets = self.config.priority_buckets
         self.observation_space = spaces.Box(-CLIP, CLIP, shape=(self.data.features.dim,), dtype=np.float32)
         self.action_space = spaces.Discrete(self._buckets)
@@ -246,13 +249,20 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
 
     ## Rewards
 
-    +1 when the choice agrees with the optimal order (failing before passing; within a verdict, the shorter
-    actual duration first), -1 when it does not, 0 when the two tests tie in that order.
+    `pair_reward: optimal_order`: +1 when the choice agrees with the optimal order (failing before passing; within
+    a verdict, the shorter actual duration first), -1 when it does not, 0 when the two tests tie in that order.
+    `pair_reward: apfdc`: that sign times what the choice is worth in cost-cognizant APFD, as a share of the
+    pair's duration: a failing test before a passing one finds the failure the passing test's duration sooner
+    (t_pass / (t_left + t_right)); within a verdict, the shorter first is worth half the gap
+    (|t_left - t_right| / (2 (t_left + t_right))). Its expectation orders by failure probability per second
+    (Smith's rule), which is what APFDc scores.
 
     ## Starting State
 
     A cycle drawn uniformly from the split; pairs drawn from its tests, a share `mixed_pair_fraction` as
-    (failing, passing) pairs when the cycle has both verdicts, sides random.
+    (failing, passing) pairs when the cycle has both verdicts, sides random. With `tiers: recent_failures` both
+    tests of a pair share their recent failures (ranking.failure_tiers): the only comparisons the tiered ranking
+    asks; cycles without two such tests are not drawn.
 
     ## Episode End
 
@@ -260,7 +270,8 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
 
     ## Arguments
 
-    As the pointwise env, plus `pairs_per_cycle` and `mixed_pair_fraction` (`PrioritizationConfig`).
+    As the pointwise env, plus `pairs_per_cycle`, `mixed_pair_fraction`, `pair_reward` and `tiers`
+    (`PrioritizationConfig`).
 
     ```python
     gymnasium.make("agents/TestPrioritizationPairwise-v0", data_path="data/testprio/iofrol.csv")
@@ -275,9 +286,16 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
         self.observation_space = spaces.Box(-CLIP, CLIP, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)
         self._durations = self.data.history.durations
+        self._tiers = self._row_tiers() if self.config.tiers == "recent_failures" else None
+        if self._tiers is not None:
+            self._cycles = self._cycles[[self._has_tier_pair(c) for c in self._cycles]]
+            if self._cycles.size == 0:
+                raise InputError(f"{self.data.history.source}: no cycle of the {self.config.split} split has two "
+                                 "tests with the same recent failures to compare (tiers: recent_failures); use "
+                                 "tiers: none or more cycles")
         self._left = np.zeros(0, dtype=np.int64)
         self._right = np.zeros(0, dtype=np.int64)
-        self._target = np.zeros(0, dtype=np.int64)
+        self._target = np.zeros(0, dtype=np.float64)
         self._step = 0
 
     def reset(
@@ -304,8 +322,23 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
     def _observation(self, step: int) -> np.ndarray:
         return pair_observations(self._features, self._left[step : step + 1], self._right[step : step + 1])[0]
 
+    def _row_tiers(self) -> np.ndarray:
+        """Every row's tier within its cycle (ranking.failure_tiers), for pairs drawn within tiers."""
+        tiers = np.zeros(self._verdicts.size, dtype=np.int64)
+        for cycle in range(self.data.history.n_cycles):
+            span = self.data.history.rows(cycle)
+            tiers[span] = failure_tiers(self._features[span], self.config.tier_runs(self.data.window))
+        return tiers
+
+    def _has_tier_pair(self, cycle: int) -> bool:
+        span = self.data.history.rows(cycle)
+        return bool(np.bincount(self._tiers[span]).max() >= 2)
+
     def _sample_pairs(self, cycle: int) -> tuple[np.ndarray, np.ndarray]:
-        """Row indices of `pairs_per_cycle` (left, right) pairs of distinct tests of a cycle."""
+        """Row indices of `pairs_per_cycle` (left, right) pairs of distinct tests of a cycle (of one tier each with
+        `tiers: recent_failures`)."""
+        if self._tiers is not None:
+            return self._sample_tier_pairs(cycle)
         rng, count = self.np_random, self.config.pairs_per_cycle
         start, n = int(self._offsets[cycle]), int(self._offsets[cycle + 1] - self._offsets[cycle])
         left = rng.integers(n, size=count)
@@ -320,8 +353,43 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
             right = np.where(mixed, np.where(fail_left, pass_pick, fail_pick), right)
         return start + left, start + right
 
+    def _sample_tier_pairs(self, cycle: int) -> tuple[np.ndarray, np.ndarray]:
+        """As `_sample_pairs`, each pair of one tier: the comparisons the tiered ranking asks. A share
+        `mixed_pair_fraction` are (failing, passing) pairs of one tier when the cycle has such a tier."""
+        rng, count = self.np_random, self.config.pairs_per_cycle
+        start = int(self._offsets[cycle])
+        tiers = self._tiers[start : int(self._offsets[cycle + 1])]
+        failed = self._verdicts[start : start + tiers.size]
+        members = [np.flatnonzero(tiers == tier) for tier in range(int(tiers.max()) + 1)]
+        pairable = [group for group in members if group.size >= 2]
+        mixed_groups = [group for group in pairable if failed[group].any() and not failed[group].all()]
+        left, right = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+        sizes = np.array([group.size for group in pairable], dtype=np.float64)
+        mixed = (rng.random(count) < self.config.mixed_pair_fraction) if mixed_groups else np.zeros(count, bool)
+        for k in range(count):
+            if mixed[k]:
+                group = mixed_groups[rng.integers(len(mixed_groups))]
+                pair = [rng.choice(group[failed[group]]), rng.choice(group[~failed[group]])]
+                if rng.random() < 0.5:
+                    pair.reverse()
+            else:  # a pair of one tier, the tier drawn as often as it has tests
+                group = pairable[rng.choice(len(pairable), p=sizes / sizes.sum())]
+                pair = list(rng.choice(group, size=2, replace=False))
+            left[k], right[k] = pair
+        return start + left, start + right
+
     def _left_first_target(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """+1 if the left test comes first in the optimal order, -1 if the right one does, 0 on a tie."""
+        """The reward of "left first" (env_config.pair_reward): optimal_order gives +1 if the left test comes first
+        in the optimal order, -1 if the right one does, 0 on a tie; apfdc weighs that sign by what the choice is
+        worth in cost-cognizant APFD (module docstring of PairwiseTestPrioritizationEnv)."""
         verdict_gap = self._verdicts[left].astype(np.int64) - self._verdicts[right].astype(np.int64)
         duration_gap = np.sign(self._durations[right] - self._durations[left]).astype(np.int64)
-        return np.where(verdict_gap != 0, verdict_gap, duration_gap)
+        sign = np.where(verdict_gap != 0, verdict_gap, duration_gap).astype(np.float64)
+        if self.config.pair_reward == "optimal_order":
+            return sign
+        t_left, t_right = self._durations[left], self._durations[right]
+        both = t_left + t_right
+        passing = np.where(verdict_gap > 0, t_right, t_left)  # the passing test of a mixed pair
+        worth = np.where(verdict_gap != 0, passing, np.abs(t_left - t_right) / 2)
+        worth = np.divide(worth, both, out=np.where(verdict_gap != 0, 0.5, 0.0), where=both > 0)
+        return sign * worth

@@ -1,4 +1,4 @@
-"""Scores of one prioritized CI cycle: APFD, NAPFD and NRPA.
+"""Scores of one prioritized CI cycle: APFDc, the time to the first failure, APFD, NAPFD and NRPA.
 
 Every function takes the cycle's verdicts (True = failed) and, where needed, the tests'
 actual durations, both already in the order being scored. Each failing test counts as
@@ -20,6 +20,15 @@ Conventions:
   (verdict, duration) so that any optimal order scores exactly 1. RPA = sum over
   positions i = 1..n of (n - i + 1) R(test at i), which is the sum of the R of all prefixes.
   Defined for every cycle, including cycles with no failure.
+* APFDc (cost-cognizant APFD; Elbaum, Malishevsky & Rothermel, ICSE 2001, with every fault of equal severity)
+  = sum over failing tests i of (sum_{j >= TF_i} t_j - t_{TF_i} / 2) / (T m), t_j the actual duration of the test
+  at position j and T the cycle's total: the share of the cycle's TIME during which each failure is already
+  known, averaged over failures. A team waits for minutes, not positions, so this is what a CI user feels: a
+  long test run first to find a failure costs what it costs. With equal durations it equals APFD. A cycle whose
+  tests all took no measured time has no cost to weigh: every test then counts 1 (APFDc = APFD). NaN without
+  a failure.
+* Time to the first failure = (sum of t_j for j <= TF_1) / T: the share of the cycle's duration that runs before
+  the first failing test has finished (lower is better; the same unit-cost fallback). NaN without a failure.
 * A single-test cycle has one possible order: APFD = NAPFD = 0.5 (no cut) and NRPA = 1.
   The evaluator does not score such cycles; see `envs.agents.testprio.evaluate`.
 """
@@ -36,6 +45,35 @@ def apfd(verdicts: np.ndarray) -> float:
         return float("nan")
     positions = np.flatnonzero(failed) + 1
     return float(1.0 - positions.sum() / (n * m) + 1.0 / (2 * n))
+
+
+def apfdc(verdicts: np.ndarray, durations: np.ndarray) -> float:
+    """Cost-cognizant APFD (module docstring); NaN when the cycle has no failing test."""
+    failed = np.asarray(verdicts, dtype=bool)
+    m = int(failed.sum())
+    if m == 0:
+        return float("nan")
+    costs = _costs(durations, failed.size)
+    total = costs.sum()
+    from_here = total - np.cumsum(costs) + costs  # sum of t_j for j >= each position
+    return float((from_here - costs / 2)[failed].sum() / (total * m))
+
+
+def time_to_first_failure(verdicts: np.ndarray, durations: np.ndarray) -> float:
+    """Share of the cycle's duration spent until the first failing test has finished; NaN without a failure."""
+    failed = np.asarray(verdicts, dtype=bool)
+    if not failed.any():
+        return float("nan")
+    costs = _costs(durations, failed.size)
+    return float(costs[: int(np.argmax(failed)) + 1].sum() / costs.sum())
+
+
+def _costs(durations: np.ndarray, n: int) -> np.ndarray:
+    """The tests' costs for APFDc: their durations, or 1 each when the cycle took no measured time at all."""
+    costs = np.asarray(durations, dtype=np.float64)
+    if costs.shape != (n,) or not np.all(np.isfinite(costs)) or np.any(costs < 0):
+        raise ValueError(f"durations must be {n} finite, non-negative numbers; got {costs!r}")
+    return costs if costs.sum() > 0 else np.ones(n)
 
 
 def napfd(verdicts: np.ndarray, durations: np.ndarray, time_budget: float) -> float:

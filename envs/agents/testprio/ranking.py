@@ -21,8 +21,19 @@ takes about log2(run) + SEGMENT policy calls instead of twice the run's length, 
 keeps a cycle of a thousand tests within tens of milliseconds. With a consistent comparator
 this is exactly the sequential merge; with an inconsistent one the cuts are clipped so that
 the result is still a permutation.
+
+Tiers (`env_config.tiers: recent_failures`): the policy is a residual over the recent-failures heuristic's
+ranks. With `residual_rounds: k` the residual is bounded too: each tier starts from the prior order (shorter estimated
+duration first) and the comparator only swaps neighbours, k rounds of odd-even transposition
+(`residual_transpositions`). Tests whose verdict windows fail at the same runs form a tier; tiers run in the heuristic's order (a
+failure in a newer run first: `failure_tiers`), and the policy orders the tests within each tier
+(`rank_within_tiers`). A comparator then decides only what the heuristic leaves open (which of two tests with the
+same recent failures runs first), so what a history never taught it (training histories that rarely fail) cannot
+put a test that just failed behind one that did not.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -38,6 +49,32 @@ def tiebreak_order(n_tests: int, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(n_tests)
 
 
+def order_cycle(policy: Policy, features: np.ndarray, tiebreak: np.ndarray, *, mode: str, priority_buckets: int,
+                tiers: str, window: int, durations: np.ndarray | None = None,
+                residual_rounds: int | None = None) -> np.ndarray:
+    """A policy's order of one cycle: a comparator (mode "pairwise") or priority buckets ("pointwise"), over the
+    whole cycle (tiers "none") or within the recent-failures heuristic's tiers of the `window`-run verdict window
+    ("recent_failures"). With `residual_rounds` (pairwise, tiers) each tier starts from the prior order, shorter
+    estimated duration (`durations`) first, and the comparator moves a test only by `residual_transpositions`.
+    The evaluator, the transfer scorer and the served model all rank through this."""
+    if residual_rounds is not None:
+        if mode != "pairwise" or tiers != "recent_failures" or durations is None:
+            raise ValueError("residual_rounds needs a pairwise policy, tiers: recent_failures and duration estimates")
+        tiers_of = failure_tiers(features, window)
+        shorter_first = tiebreak[np.argsort(np.asarray(durations)[tiebreak], kind="stable")]
+        prior = shorter_first[np.argsort(tiers_of[shorter_first], kind="stable")]
+        return residual_transpositions(policy, features, prior, residual_rounds, groups=tiers_of)
+    if mode == "pairwise":
+        def rank(members: np.ndarray) -> np.ndarray:
+            return rank_pairwise(policy, features, members)
+    else:
+        def rank(members: np.ndarray) -> np.ndarray:
+            return rank_pointwise(policy, features, members, priority_buckets)
+    if tiers == "recent_failures":
+        return rank_within_tiers(rank, failure_tiers(features, window), tiebreak)
+    return rank(tiebreak)
+
+
 def rank_pointwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray, n_actions: int) -> np.ndarray:
     """Order a cycle by the policy's priority bucket (highest first)."""
     buckets = policy_actions(policy, features[tiebreak], n_actions)
@@ -49,6 +86,69 @@ def rank_pairwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray) ->
     if tiebreak.size <= TOURNAMENT_MAX_TESTS:
         return _round_robin(policy, features, tiebreak)
     return _lockstep_merge_sort(policy, features, tiebreak)
+
+
+def failure_tiers(features: np.ndarray, window: int) -> np.ndarray:
+    """Each test's tier, 0 running first: tests whose verdict windows (the first `window` feature columns, newest
+    run first, 1 = failed) failed at the same runs share a tier, and tiers are in the recent-failures heuristic's
+    order (baselines.recent_failures_order's primary keys: a failure in the last run first, then the run before)."""
+    failed = np.asarray(features)[:, :window] == 1
+    order = np.lexsort([~failed[:, k] for k in range(window - 1, -1, -1)])
+    ordered = failed[order]
+    tier_in_order = np.concatenate([[0], np.cumsum(np.any(ordered[1:] != ordered[:-1], axis=1))])
+    tiers = np.empty(len(failed), dtype=np.int64)
+    tiers[order] = tier_in_order
+    return tiers
+
+
+def rank_within_tiers(rank: Callable[[np.ndarray], np.ndarray], tiers: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    """Tiers in order (0 first); within each, `rank(members)` orders the tier's tests, given in the tie-break order
+    (a rank_pairwise or rank_pointwise of the policy)."""
+    tier_of = tiers[tiebreak]
+    parts = []
+    for tier in np.unique(tier_of):
+        members = tiebreak[tier_of == tier]
+        parts.append(members if members.size < 2 else rank(members))
+    return np.concatenate(parts)
+
+
+def residual_transpositions(policy: Policy, features: np.ndarray, prior: np.ndarray, rounds: int,
+                            groups: np.ndarray | None = None) -> np.ndarray:
+    """The prior order after `rounds` rounds of odd-even transposition: in each round every adjacent pair (first at
+    even positions, then at odd ones) swaps when the comparator, asked in both presentations, runs the later test
+    first; a split vote keeps the prior. A test moves at most 2 x `rounds` positions, so the policy learns where to
+    deviate from the prior, not a whole order (with a consistent comparator, n rounds would sort a tier of n).
+
+    `groups` (per test, e.g. its tier; each group contiguous in `prior`): only neighbours of one group are compared,
+    and a position's parity counts from its group's first position, so this is each group's own transposition
+    sort, all groups asked in the same two policy calls per round (a cycle's tiers cost 2 x `rounds` calls at most).
+
+    A pair is asked once: the policy is deterministic, so its vote is kept (both orientations) and later rounds ask
+    only the neighbours that moved; a round without a swap ends the sort, as every later round would repeat it."""
+    order = np.array(prior, dtype=np.int64)
+    if order.size < 2:
+        return order
+    group = np.zeros(order.size, dtype=np.int64) if groups is None else np.asarray(groups)[order]
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    offset = np.arange(order.size) - np.repeat(starts, np.diff(np.append(starts, order.size)))
+    same_group = np.append(group[1:] == group[:-1], False)
+    known = np.zeros((len(features), len(features)), dtype=np.int8)  # vote + 2 (1, 2, 3), 0 = not asked yet
+    for _ in range(rounds):
+        swapped = False
+        for parity in (0, 1):
+            firsts = np.flatnonzero(same_group & (offset % 2 == parity))
+            left, right = order[firsts], order[firsts + 1]
+            new = known[left, right] == 0
+            if new.any():
+                vote = _prefers_left(policy, features, left[new], right[new])
+                known[left[new], right[new]] = vote + 2
+                known[right[new], left[new]] = 2 - vote
+            swap = firsts[known[left, right] < 2]
+            order[swap], order[swap + 1] = order[swap + 1], order[swap].copy()
+            swapped = swapped or swap.size > 0
+        if not swapped:
+            break
+    return order
 
 
 def pair_observations(features: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:

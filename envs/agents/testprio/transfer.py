@@ -11,11 +11,12 @@ every cycle of the history (either format), in time order, is ranked
   trained on: the same data, the same zero-shot position) and the family's baselines (recent_failures, random,
   optimal).
 
-Headline columns use the paper's protocol (cycles with >= 6 tests, envs.agents.testprio.evaluate.PAPER_MIN_TESTS).
-Guard: NRPA rewards ordering passing tests by duration even when nothing fails, so APFD on the cycles with failures
-is reported next to it, and a strategy whose failing-cycle APFD is below the heuristic's is flagged. For learners,
-`caught_up_at` is the cycle (1-based, in time order) after which the learner's running mean stays at or above the
-heuristic's running mean to the end (NRPA on all cycles; "never" if it does not).
+Headline columns use the paper's protocol (cycles with >= 6 tests, envs.agents.testprio.evaluate.PAPER_MIN_TESTS):
+APFDc first (cost-cognizant APFD, over the cycles with failures), then the time to the first failure, APFD, and NRPA
+(secondary). Guard: a strategy whose failing-cycle APFDc is below the heuristic's is flagged. For learners,
+`ahead_from` is the cycle (1-based, in time order) after which the learner's running mean APFDc over the failing
+cycles so far stays strictly above the heuristic's to the end (a history without failures: NRPA, at or above;
+"never" if it ends behind).
 """
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ from envs.agents.testprio.evaluate import (
     PAPER_MIN_TESTS,
     agent_order,
     baseline_orders,
+    below_heuristic,
     cycle_scores,
+    learned_order,
     summarize,
 )
 from envs.agents.testprio.learning_to_rank import LearningToRank
@@ -100,11 +103,11 @@ def score_history(policy: Policy, env_config: Mapping[str, Any], learners: Mappi
         features = data.features.matrix[span]
         tiebreak = tiebreak_order(span.stop - span.start, rng)
         started = time.perf_counter()
-        orders = {agent: agent_order(policy, config, features, tiebreak)}
+        orders = {agent: agent_order(policy, config, data, span, tiebreak)}
         seconds.append(time.perf_counter() - started)
-        orders.update({name: agent_order(learner, config, features, tiebreak) for name, learner in live.items()})
+        orders.update({name: agent_order(learner, config, data, span, tiebreak) for name, learner in live.items()})
         if ranker is not None:
-            orders[LEARNED_BASELINE] = ranker.order(features, tiebreak)
+            orders[LEARNED_BASELINE] = learned_order(ranker, config, features, tiebreak, config.tier_runs(data.window))
         orders.update(baseline_orders(data, span, rng))
         rows += cycle_scores(orders, data, span, config.time_budget, position=position + 1,
                              cycle=history.cycle_ids[cycle])
@@ -115,8 +118,9 @@ def score_history(policy: Policy, env_config: Mapping[str, Any], learners: Mappi
     notes = [
         f"{history.source}: {per_cycle['position'].max()} cycles with two or more tests, in time order; headline "
         f"columns (paper_*) over the {int(table['paper_cycles'].iloc[0])} with >= {PAPER_MIN_TESTS} tests.",
-        "apfd columns: means over cycles with failures only; nrpa: over all; below_heuristic: the strategy's "
-        "failing-cycle APFD is below recent_failures' (the NRPA guard).",
+        "apfdc (cost-cognizant APFD, the headline), ttff (time to the first failure, share of the cycle's duration) "
+        "and apfd: means over cycles with failures only; nrpa: over all; below_heuristic: the strategy's "
+        "failing-cycle APFDc is below recent_failures' (the guard).",
         f"agent ranking time per cycle: median {1000 * float(np.median(seconds)):.2f} ms, max "
         f"{1000 * float(np.max(seconds)):.2f} ms ({config.mode}).",
     ]
@@ -126,25 +130,27 @@ def score_history(policy: Policy, env_config: Mapping[str, Any], learners: Mappi
 
 
 def summary(per_cycle: pd.DataFrame, learners: list[str]) -> pd.DataFrame:
-    """Per strategy: ours (>= 2 tests) and the paper's protocol (>= 6), the guard flag, and for learners the cycle
-    after which their running NRPA stays at or above the heuristic's."""
+    """Per strategy: the paper's protocol (>= 6 tests) first, ours (>= 2) after, the guard flag, and for learners
+    the cycle from which they stay ahead of the heuristic (`ahead_from`)."""
     strategies = list(per_cycle["strategy"].unique())
     ours = summarize(per_cycle, strategies)
     paper = summarize(per_cycle[per_cycle["tests"] >= PAPER_MIN_TESTS], strategies)
-    table = pd.DataFrame({"paper_apfd": paper["apfd"], "paper_nrpa": paper["nrpa"],
+    table = pd.DataFrame({**{f"paper_{name}": paper[name] for name in ("apfdc", "ttff", "apfd", "nrpa")},
                           "paper_cycles_with_failures": paper["cycles_with_failures"], "paper_cycles": paper["cycles"],
-                          "apfd": ours["apfd"], "nrpa": ours["nrpa"], "cycles": ours["cycles"]})
-    heuristic = table.loc[HEURISTIC, "paper_apfd"]
-    table["below_heuristic"] = table["paper_apfd"] < heuristic - 1e-12
-    table["caught_up_at"] = [caught_up_at(per_cycle, name) if name in learners else "" for name in table.index]
+                          "apfdc": ours["apfdc"], "apfd": ours["apfd"], "nrpa": ours["nrpa"], "cycles": ours["cycles"]})
+    table["below_heuristic"] = below_heuristic(table)
+    table["ahead_from"] = [ahead_from(per_cycle, name) if name in learners else "" for name in table.index]
     return table
 
 
-def caught_up_at(per_cycle: pd.DataFrame, strategy: str, metric: str = "nrpa") -> str:
-    """The first cycle (1-based position) from which `strategy`'s running mean of `metric` stays at or above the
-    heuristic's to the end; "never" if it ends below."""
-    wide = per_cycle.pivot(index="position", columns="strategy", values=metric)
-    ahead = (wide[strategy].expanding().mean() >= wide[HEURISTIC].expanding().mean() - 1e-12).to_numpy()
+def ahead_from(per_cycle: pd.DataFrame, strategy: str) -> str:
+    """The first cycle (1-based position) from which `strategy`'s running mean APFDc over the failing cycles so far
+    stays strictly above the heuristic's to the end (a history with no failing cycle: NRPA, at or above); "never"
+    if it ends behind."""
+    failing = per_cycle["apfdc"].notna().any()
+    wide = per_cycle.pivot(index="position", columns="strategy", values="apfdc" if failing else "nrpa")
+    mine, theirs = wide[strategy].expanding().mean(), wide[HEURISTIC].expanding().mean()
+    ahead = (mine > theirs + 1e-12 if failing else mine >= theirs - 1e-12).to_numpy()
     if not ahead[-1]:
         return "never"
     behind = np.flatnonzero(~ahead)
