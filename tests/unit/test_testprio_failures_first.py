@@ -25,6 +25,7 @@ from envs.agents.testprio.ranking import (
 )
 from envs.errors import InputError
 from experiments.results.promotion import resolve_version
+from experiments.run import main as run_main
 from experiments.serve import model_warnings
 
 IOFROL = str(Path(__file__).resolve().parents[2] / "data/testprio/iofrol.csv")
@@ -198,3 +199,18 @@ def test_all_tiers_in_one_transposition_sort_are_each_tiers_own_sort_in_fewer_po
         return order
 
     assert np.array_equal(batched, rank_within_tiers(naive, tiers, shorter_first))
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    (["tune.metric=evaluation/validation/scroe"], "did you mean 'evaluation/validation/score'?"),
+    (["evaluation.evaluation_interval=null"], "is scored after each evaluation, and evaluation.evaluation_interval is "
+                                              "not set"),
+])
+def test_selecting_on_the_validation_score_is_checked_before_ray(capsys, settings, fragment):
+    conf = Path(__file__).resolve().parents[2] / "conf/dqn_testprio_cross.yaml"
+    argv = [str(conf), "--dry-run", "--output", "/nonexistent-never-written"]
+    for setting in settings:
+        argv += ["--set", setting]
+    code = run_main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err and err.count("\n") == 1, err

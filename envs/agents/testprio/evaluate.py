@@ -118,14 +118,18 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
         f">= {PAPER_MIN_TESTS} tests only, as Bagherzadeh et al.'s code scores; compare those with "
         "their published numbers.",
         f"napfd runs tests in order within {config.time_budget:.0%} of each cycle's total duration.",
-        f"{config.mode} agent; its ties are broken by a permutation seeded with env_config.seed.",
+        f"{config.mode} agent; " + (
+            f"within the heuristic's tiers (failures in the last {config.tier_runs(data.window)} runs), from shorter "
+            f"estimated duration first, {config.residual_rounds} rounds of neighbour swaps."
+            if config.residual_rounds is not None else
+            "its ties are broken by a permutation seeded with env_config.seed"
+            + (", within the heuristic's tiers." if config.tiers == "recent_failures" else ".")),
         f"{LEARNED_BASELINE}: LightGBM lambdarank on the same features, fitted on the agent's training cycles"
         f"{' (ranking within the same tiers as the agent)' if config.tiers == 'recent_failures' else ''}.",
     ]
     if config.validation_fraction > 0:
         notes.append(selection_note(config))
-    guard = bool(table.loc["agent", "below_heuristic"])
-    if guard:
+    if table.loc["agent", "below_heuristic"]:
         notes.insert(0, guard_line("agent", table))
     return EvaluationReport(
         title=f"Test prioritization ({config.mode}) on {data.history.source}",
