@@ -45,6 +45,11 @@ def test_tiers_follow_the_heuristics_order_of_recent_failures():
     history = np.where(features[:, :3] < 0, -1, features[:, :3]).astype(np.int8)
     heuristic = baselines.recent_failures_order(history, np.zeros(7), np.zeros(7))
     assert np.all(np.diff(tiers[heuristic]) >= 0)  # the heuristic's order runs the tiers in this order
+    # a whole history at once (its cycle offsets) is each cycle on its own
+    stacked = np.concatenate([features, features[::-1], features[:2]])
+    offsets = np.array([0, 7, 14, 16])
+    together = failure_tiers(stacked, 3, offsets)
+    assert together.tolist() == [t for a, b in zip(offsets, offsets[1:]) for t in failure_tiers(stacked[a:b], 3)]
 
 
 @pytest.mark.parametrize("mode", ["pairwise", "pointwise"])

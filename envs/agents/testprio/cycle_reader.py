@@ -48,7 +48,7 @@ class CycleReader:
     refusal: str = ""                  # why a lone cycle cannot give this policy's observation ("" when it can)
     tiers: str = "none"                # env_config.tiers: the policy orders within the heuristic's tiers or not
     residual_rounds: int | None = None  # env_config.residual_rounds: how far it may move a test from the prior
-    tier_window: int | None = None      # env_config.tier_window: the newest runs that define a tier
+    tier_window: int | None = None      # the newest runs that define a tier (env_config.tier_window, at most window)
     # The mode an env_config without `mode` means (the pairwise env implies it; its family names the subclass).
     DEFAULT_MODE: ClassVar[str] = "pointwise"
 
@@ -60,12 +60,13 @@ class CycleReader:
         refusal = "" if config.features == "portable" else (
             f"its features ({config.features}) are scaled by its training history's statistics; train with "
             "env_config.features: portable to rank a lone cycle")
-        return cls(mode=config.mode, window=prepare(config).window, features=config.features,
+        window = prepare(config).window
+        return cls(mode=config.mode, window=window, features=config.features,
                    priority_buckets=config.priority_buckets, seed=config.seed,
                    training_data=tuple(str(Path(p)) for p in paths), synthetic_histories=config.synthetic_histories,
                    train_fraction=config.train_fraction, validation_fraction=config.validation_fraction,
                    refusal=refusal, tiers=config.tiers, residual_rounds=config.residual_rounds,
-                   tier_window=config.tier_window)
+                   tier_window=config.tier_runs(window) if config.tiers == "recent_failures" else None)
 
     def env_config(self, data_path: str) -> dict[str, Any]:
         """The env_config that featurizes another history as this model's training data was."""
@@ -127,7 +128,7 @@ class CycleReader:
         features = build_portable(history, self.window)
         tiebreak = tiebreak_order(len(frame), np.random.default_rng(self.seed))
         order = order_cycle(policy, features.matrix, tiebreak, mode=self.mode, priority_buckets=self.priority_buckets,
-                            tiers=self.tiers, window=min(self.tier_window or self.window, self.window),
+                            tiers=self.tiers, window=self.tier_window or self.window,
                             durations=features.duration_estimates,
                             residual_rounds=self.residual_rounds)
         return pd.DataFrame({"Name": history.test_ids[order], "position": np.arange(1, len(order) + 1),

@@ -286,7 +286,8 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
         self.observation_space = spaces.Box(-CLIP, CLIP, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)
         self._durations = self.data.history.durations
-        self._tiers = self._row_tiers() if self.config.tiers == "recent_failures" else None
+        self._tiers = (failure_tiers(self._features, self.config.tier_runs(self.data.window), self._offsets)
+                       if self.config.tiers == "recent_failures" else None)
         if self._tiers is not None:
             self._cycles = self._cycles[[self._has_tier_pair(c) for c in self._cycles]]
             if self._cycles.size == 0:
@@ -321,14 +322,6 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
 
     def _observation(self, step: int) -> np.ndarray:
         return pair_observations(self._features, self._left[step : step + 1], self._right[step : step + 1])[0]
-
-    def _row_tiers(self) -> np.ndarray:
-        """Every row's tier within its cycle (ranking.failure_tiers), for pairs drawn within tiers."""
-        tiers = np.zeros(self._verdicts.size, dtype=np.int64)
-        for cycle in range(self.data.history.n_cycles):
-            span = self.data.history.rows(cycle)
-            tiers[span] = failure_tiers(self._features[span], self.config.tier_runs(self.data.window))
-        return tiers
 
     def _has_tier_pair(self, cycle: int) -> bool:
         span = self.data.history.rows(cycle)

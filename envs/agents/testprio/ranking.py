@@ -23,13 +23,13 @@ this is exactly the sequential merge; with an inconsistent one the cuts are clip
 the result is still a permutation.
 
 Tiers (`env_config.tiers: recent_failures`): the policy is a residual over the recent-failures heuristic's
-ranks. With `residual_rounds: k` the residual is bounded too: each tier starts from the prior order (shorter estimated
-duration first) and the comparator only swaps neighbours, k rounds of odd-even transposition
-(`residual_transpositions`). Tests whose verdict windows fail at the same runs form a tier; tiers run in the heuristic's order (a
-failure in a newer run first: `failure_tiers`), and the policy orders the tests within each tier
-(`rank_within_tiers`). A comparator then decides only what the heuristic leaves open (which of two tests with the
-same recent failures runs first), so what a history never taught it (training histories that rarely fail) cannot
-put a test that just failed behind one that did not.
+ranks. Tests whose verdict windows fail at the same runs form a tier; tiers run in the heuristic's order (a failure
+in a newer run first: `failure_tiers`), and the policy orders the tests within each tier (`rank_within_tiers`). A
+comparator then decides only what the heuristic leaves open (which of two tests with the same recent failures runs
+first), so what a history never taught it (training histories that rarely fail) cannot put a test that just failed
+behind one that did not. With `residual_rounds: k` the residual is bounded too: each tier starts from the prior
+order (shorter estimated duration first) and the comparator only swaps neighbours, k rounds of odd-even
+transposition (`residual_transpositions`).
 """
 from __future__ import annotations
 
@@ -88,16 +88,21 @@ def rank_pairwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray) ->
     return _lockstep_merge_sort(policy, features, tiebreak)
 
 
-def failure_tiers(features: np.ndarray, window: int) -> np.ndarray:
-    """Each test's tier, 0 running first: tests whose verdict windows (the first `window` feature columns, newest
-    run first, 1 = failed) failed at the same runs share a tier, and tiers are in the recent-failures heuristic's
-    order (baselines.recent_failures_order's primary keys: a failure in the last run first, then the run before)."""
+def failure_tiers(features: np.ndarray, window: int, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Each test's tier within its cycle, 0 running first: tests whose verdict windows (the first `window` feature
+    columns, newest run first, 1 = failed) failed at the same runs share a tier, and tiers are in the recent-failures
+    heuristic's order (baselines.recent_failures_order's primary keys: a failure in the last run first, then the run
+    before). `features` is one cycle's rows, or a whole history's with its cycle `offsets` (one sort for all)."""
     failed = np.asarray(features)[:, :window] == 1
-    order = np.lexsort([~failed[:, k] for k in range(window - 1, -1, -1)])
-    ordered = failed[order]
-    tier_in_order = np.concatenate([[0], np.cumsum(np.any(ordered[1:] != ordered[:-1], axis=1))])
+    bounds = np.array([0, len(failed)]) if offsets is None else np.asarray(offsets)
+    cycle = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    order = np.lexsort([*(~failed[:, k] for k in range(window - 1, -1, -1)), cycle])
+    ordered, cycles = failed[order], cycle[order]
+    new_cycle = np.concatenate([[True], cycles[1:] != cycles[:-1]])
+    new_tier = new_cycle | np.concatenate([[True], np.any(ordered[1:] != ordered[:-1], axis=1)])
+    tier = np.cumsum(new_tier) - 1
     tiers = np.empty(len(failed), dtype=np.int64)
-    tiers[order] = tier_in_order
+    tiers[order] = tier - tier[new_cycle][np.cumsum(new_cycle) - 1]  # counted from the cycle's first tier
     return tiers
 
 
