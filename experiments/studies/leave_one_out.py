@@ -40,7 +40,7 @@ STRATEGIES = ("agent (zero-shot)", "online (from the cross-project model)", "onl
               "periodic retraining", "learning_to_rank", "recent_failures", "random", "optimal")
 _REGISTERED = re.compile(r"registered (models:/\S+): ")
 COLUMNS = ("paper_apfdc", "paper_ttff", "paper_apfd", "paper_nrpa")
-# Online, the agent must be strictly above the heuristic's APFDc from this cycle on (issue 41).
+# Online (issue 41): after this many cycles of a new history the agent's APFDc must be strictly above the heuristic's.
 ONLINE_WITHIN_CYCLES = 10
 
 
