@@ -7,11 +7,11 @@ those values, so Tune resolves them per trial.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
+from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, NumpyExport, TrainingBase, not_exportable
 from envs.validation import StrictModel
 
 if TYPE_CHECKING:
@@ -28,29 +28,58 @@ class ReplayBufferSection(StrictModel):
     correction, annealed linearly from `beta` to `beta_final` over `beta_annealing_steps` sampled env
     steps) or uniform. Stock RLlib (implementation: rllib) keeps beta fixed."""
 
-    type: Literal["prioritized", "uniform"] = "prioritized"
-    capacity: int = Field(default=50_000, ge=100)
-    alpha: float = Field(default=0.6, ge=0)
-    beta: float = Field(default=0.4, ge=0, le=1)
-    beta_final: float = Field(default=1.0, ge=0, le=1)
-    beta_annealing_steps: int = Field(default=100_000, ge=1)
+    type: Literal["prioritized", "uniform"] = Field(
+        default="prioritized",
+        description="prioritized replays surprising transitions (large TD error) more often; uniform draws every "
+                    "stored transition alike.")
+    capacity: int = Field(default=50_000, ge=100,
+                          description="Transitions the buffer holds; the oldest are dropped first. Larger remembers "
+                                      "older experience at more memory.")
+    alpha: float = Field(default=0.6, ge=0,
+                         description="prioritized: how strongly priorities skew the draw (0: uniform).")
+    beta: float = Field(default=0.4, ge=0, le=1,
+                        description="prioritized: the importance-sampling correction at the start (1: full "
+                                    "correction); stock RLlib keeps it fixed.")
+    beta_final: float = Field(default=1.0, ge=0, le=1,
+                              description="prioritized, implementation fast: the correction beta anneals to.")
+    beta_annealing_steps: int = Field(
+        default=100_000, ge=1,
+        description="prioritized, implementation fast: sampled env steps over which beta anneals linearly to "
+                    "beta_final.")
 
 
 class DQNTraining(TrainingBase):
-    # fast: algos.fast_dqn.FastDQN, RLlib's DQN RLModule and loss with flat numpy replay (prioritized or
-    # uniform) and many minibatch updates per learner call (docs/benchmarks.md). rllib: RLlib's DQN as shipped.
-    implementation: Literal["fast", "rllib"] = "fast"
-    env_steps_per_learner_call: int = Field(default=256, ge=1)  # fast only: env steps gathered per update call
-    double_q: bool = True
-    dueling: bool = True
-    n_step: int = Field(default=3, ge=1)
-    target_network_update_freq: int = Field(default=2000, ge=1)
-    # Piecewise-linear exploration schedule: [[env step, epsilon], ...].
-    epsilon: list[tuple[int, float]] = Field(default_factory=lambda: [(0, 1.0), (20_000, 0.05)])
-    replay_buffer: ReplayBufferSection = Field(default_factory=ReplayBufferSection)
-    # Replayed samples per sampled env step; None keeps RLlib's native ratio.
-    training_intensity: float | None = Field(default=None, gt=0)
-    num_steps_sampled_before_learning_starts: int = Field(default=1000, ge=0)
+    implementation: Literal["fast", "rllib"] = Field(
+        default="fast",
+        description="fast: algos.fast_dqn.FastDQN, RLlib's DQN RLModule and loss with flat numpy replay and many "
+                    "minibatch updates per learner call (docs/benchmarks.md); rllib: RLlib's DQN as shipped.")
+    env_steps_per_learner_call: int = Field(
+        default=256, ge=1,
+        description="implementation fast only: env steps sampled before each learner call, which then runs all the "
+                    "minibatch updates they owe; larger amortizes the call, with priorities refreshed less often.")
+    double_q: bool = Field(default=True, description="Double Q-learning: the online network picks the next action, "
+                                                     "the target network values it, which curbs overestimation.")
+    dueling: bool = Field(default=True, description="Dueling heads: Q is a state value plus per-action advantages.")
+    n_step: int = Field(default=3, ge=1,
+                        description="Rewards summed before bootstrapping from Q: longer propagates rewards faster, "
+                                    "with more variance.")
+    target_network_update_freq: int = Field(
+        default=2000, ge=1,
+        description="Env steps between two copies of the online network into the target network; longer is "
+                    "steadier, slower to follow.")
+    epsilon: list[tuple[Annotated[int, Field(ge=0)], Annotated[float, Field(ge=0, le=1)]]] = Field(
+        default_factory=lambda: [(0, 1.0), (20_000, 0.05)],
+        description="The exploration schedule, piecewise linear: [[env step, epsilon], ...]; epsilon is the chance "
+                    "of a random action, and the last point is where exploration has decayed.")
+    replay_buffer: ReplayBufferSection = Field(
+        default_factory=ReplayBufferSection, description="The replay buffer: prioritized or uniform, and its size.")
+    training_intensity: float | None = Field(
+        default=None, gt=0,
+        description="Replayed samples per sampled env step (the replay ratio); None keeps RLlib's native ratio, one "
+                    "batch per sample call.")
+    num_steps_sampled_before_learning_starts: int = Field(
+        default=1000, ge=0,
+        description="Env steps sampled before the first update, to fill the replay buffer first.")
 
 
 def _as_lists(value: Any) -> Any:
@@ -99,6 +128,15 @@ def trainable(training: dict[str, Any]) -> Any:
     return "DQN"
 
 
+def export_nets(module: Any) -> tuple[Any, dict[str, Any]]:
+    """The nets of RLlib's DQN module as forward_inference runs them, for the numpy export: the encoder, then the
+    dueling streams (af: advantages, vf: the value) or the one Q head (RLlib's `af`, exported as q). A distributional
+    DQN's head gives atoms, not the Q-values numpy takes the argmax of: refused."""
+    if module.num_atoms != 1:
+        raise not_exportable(f"distributional DQN (num_atoms={module.num_atoms})")
+    return module.encoder, ({"af": module.af, "vf": module.vf} if module.uses_dueling else {"q": module.af})
+
+
 SPEC = AlgorithmSpec(
     name="dqn",
     training_section=DQNTraining,
@@ -106,6 +144,9 @@ SPEC = AlgorithmSpec(
     trainable=trainable,
     greedy=GreedyRule(output="actions"),  # DQN's forward_inference already takes the argmax of Q
     action_spaces=("discrete",),
+    # FastDQN trains RLlib's DQN module too; numpy serves the argmax of its Q-values, as forward_inference acts.
+    export=NumpyExport(module="ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module:DefaultDQNTorchRLModule",
+                       nets=export_nets, layouts=(("af", "encoder", "vf"), ("encoder", "q"))),
     smoke_overrides=("training.num_steps_sampled_before_learning_starts=100",),
     learner_metrics=("qf_loss", "qf_mean", "qf_max", "qf_min", "td_error_mean", "last_target_update_ts",
                      "num_target_updates"),

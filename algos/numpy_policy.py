@@ -1,10 +1,12 @@
 """A numpy forward pass for the platform's trained RLlib policies: serving one needs neither torch nor Ray.
 
-`export_module` turns a default DQN or PPO RLModule (MLP encoder, MLP heads, discrete actions) or a default
-SAC RLModule's policy network (MLP encoder and head, Box actions) into a flat dict of numpy arrays that
-`np.savez` stores: the weights, a Box's bounds, and the structure as JSON in a 0-d string array.
-`NumpyPolicy` runs that dict in float32 and returns the greedy actions, so the platform's scorer and a
-served model compute actions with the very same code.
+`export_module` turns an RLModule that an algorithm's numpy export names (`algos.spec.NumpyExport`, in its SPEC: a
+default DQN or PPO RLModule, MLP encoder, MLP heads, discrete actions; a default SAC RLModule's policy network, MLP
+encoder and head, Box actions) into a flat dict of numpy arrays that `np.savez` stores: the weights, a Box's bounds,
+and the structure as JSON in a 0-d string array, which names the algorithm by its key in `algos.ALGORITHMS`.
+`NumpyPolicy` runs that dict in float32 and returns the greedy actions (the algorithm's `AlgorithmSpec.greedy`), so
+the platform's scorer and a served model compute actions with the very same code. This module knows no algorithm by
+name: what it must know of one comes from the algorithm table, so a servable algorithm is one entry there.
 
 Bit-reproducibility: a batched matmul (BLAS gemm) sums a row's products in an order that depends on where the row
 sits in its batch: OpenBLAS's kernels tile the rows and split them among threads, so one observation's action
@@ -15,7 +17,8 @@ each start on a 64-byte boundary: the same call on the same bits, wherever the r
 bits in a batch of n as alone (tests/unit/test_numpy_policy.py checks every position in a block and other strides).
 Observations go through in blocks of CHUNK_ROWS rows, which bounds the scratch memory. (Across machines, numpy's
 BLAS picks its kernels by CPU, so the last bit may differ there, as it does for torch.) Only the export needs
-torch and Ray; it imports them inside `export_module`, never at load.
+torch and Ray; the export's functions (and the algorithms' `NumpyExport.nets`) import them inside, never at
+load: loading a policy imports its algorithm's spec, which imports neither.
 
 A portfolio module (algos/portfolio_module.py, `training.model: shared_assets | flat`) is exported with the layout
 "portfolio": its policy net `pi`, which the shared model runs on every asset's row as its own row here (so a model
@@ -37,30 +40,19 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import algos
 from algos.portfolio_model import TRADABLE_ABOVE, TRADABLE_COLUMN, UNTRADABLE_LOG_STD, UNTRADABLE_MEAN
-from algos.spec import GreedyRule
+from algos.spec import GreedyRule, NumpyExport, class_path, not_exportable
 from envs.errors import InputError
 
 FORMAT = "rlplatform-numpy-policy/1"
 STRUCTURE_KEY = "structure"
 ACTIVATIONS = ("relu", "tanh", "silu", "elu")
-# The greedy rule each supported module class is scored with (SPEC.greedy of algos/dqn.py, ppo.py and sac.py):
-# DQN's forward_inference returns argmax Q as "actions", PPO the categorical's logits to take the argmax of (on a
-# Box, a portfolio module's, the Gaussian's mean and log-std, whose mean in the Box is the action), SAC the squashed
-# Gaussian's mean and log-std, whose tanh(mean) scaled to the Box is the action.
-GREEDY_RULES = {"dqn": GreedyRule(output="actions"),
-                "ppo": GreedyRule(output="action_dist_inputs", argmax=True, box_mean=True),
-                "sac": GreedyRule(output="action_dist_inputs", squash=True)}
-# The nets of each algorithm's export (sorted names): DQN dueling or not, PPO's and SAC's policy network.
-NETS = {"dqn": (["af", "encoder", "vf"], ["encoder", "q"]), "ppo": (["encoder", "pi"],), "sac": (["encoder", "pi"],)}
-# The structure key of the action count: discrete actions (the head's width), or the size of SAC's Box (the head
-# gives a mean and a log-std per dimension).
-ACTION_KEYS = {"dqn": "num_actions", "ppo": "num_actions", "sac": "action_size"}
-# The arrays of a SAC export's Box bounds, each float32 (action_size,).
+# The arrays of a Box export's bounds (NumpyExport.box: SAC's), each float32 (action_size,).
 BOUNDS = ("action.low", "action.high")
 # A portfolio module's export (module docstring): its layout, its one net and its array of cash's (mean, log-std).
 PORTFOLIO = "portfolio"
-PORTFOLIO_NETS = ["pi"]
+PORTFOLIO_NETS = ("pi",)
 CASH_KEY = "cash"
 # A portfolio's scores are in [-1, 1] whatever N (algos.portfolio_module.universe_of refuses other bounds): the Box
 # its greedy rule puts them in, its bounds broadcast over the N+1 scores.
@@ -72,38 +64,46 @@ CHUNK_ROWS = 32
 ALIGNMENT = 64  # bytes: every scratch row starts on this boundary (a cache line, the widest SIMD register: AVX-512)
 
 
-def _refuse(what: str) -> InputError:
-    """The one-line refusal of a module the numpy forward pass does not cover."""
-    return InputError(f"{what} is not supported by the numpy policy (algos/numpy_policy.py); "
-                      "the policy can still be scored with torch (experiments.results.policy.load_module_policy)")
+def _servable() -> dict[str, tuple[GreedyRule, NumpyExport]]:
+    """Every algorithm of the table that has a numpy export: its greedy rule and its export, by table key. Imports
+    the algorithms' modules, which import neither torch nor Ray."""
+    specs = {name: algos.algorithm(name) for name in algos.ALGORITHMS}
+    return {name: (spec.greedy, spec.export) for name, spec in specs.items() if spec.export is not None}
+
+
+def _served(name: Any) -> tuple[GreedyRule, NumpyExport]:
+    """The greedy rule and numpy export of the algorithm an exported structure names; InputError when no algorithm
+    of this version serves that name. Imports that algorithm's module only, so loading a policy stays cheap."""
+    spec = algos.algorithm(name) if isinstance(name, str) and name in algos.ALGORITHMS else None
+    if spec is None or spec.export is None:
+        raise InputError(f"numpy policy algorithm {name!r} is not one of {sorted(_servable())}")
+    return spec.greedy, spec.export
 
 
 def export_module(module: Any, greedy: GreedyRule) -> dict[str, np.ndarray]:
-    """The weights and structure of a default DQN (dueling or not, num_atoms 1) or PPO (discrete actions)
-    torch RLModule, of a default SAC module's policy network (a 1-d Box of actions), or of a portfolio module's
-    policy network (PPO's or SAC's), as a flat dict of numpy arrays for `np.savez`; `greedy` is its algorithm's rule
-    (AlgorithmSpec.greedy), checked against the module so the numpy policy picks the actions
-    `experiments.results.policy` picks. InputError (one line) for anything else: distributional DQN, LSTM/attention
-    or CNN encoders, default PPO's continuous actions, a customised module class or an unknown layer."""
-    from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
-    from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
-    from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
-
-    from algos.portfolio_module import PORTFOLIO_MODULES
-
-    # Exact classes: a subclass may override the forward pass this module re-implements.
-    defaults = {DefaultDQNTorchRLModule: "dqn", DefaultPPOTorchRLModule: "ppo", DefaultSACTorchRLModule: "sac"}
-    algorithm = defaults.get(type(module)) or PORTFOLIO_MODULES.get(type(module))
+    """The weights and structure of a torch RLModule whose exact class an algorithm's numpy export names (e.g. a
+    default DQN, dueling or not, num_atoms 1, or PPO with discrete actions; a default SAC module's policy network in a
+    1-d Box; a portfolio module's policy network, PPO's or SAC's), as a flat dict of numpy arrays for `np.savez`.
+    `greedy` is the caller's rule (AlgorithmSpec.greedy), checked against the exporting algorithm's so the numpy
+    policy picks the actions `experiments.results.policy` picks. InputError (one line) for anything else: a class no
+    algorithm exports (a customised subclass too: it may override the forward pass this module re-implements),
+    distributional DQN, LSTM/attention or CNN encoders, default PPO's continuous actions or an unknown layer."""
+    path = class_path(type(module))
+    exporters = {name: served for name, served in _servable().items()
+                 if path in (served[1].module, served[1].portfolio_module)}
+    if not exporters:
+        raise not_exportable(f"RLModule class {type(module).__name__}")
+    # Two algorithms may train the same class: the structure names the one whose rule the caller scores with.
+    algorithm = next((name for name, (rule, _) in exporters.items() if rule == greedy), None)
     if algorithm is None:
-        raise _refuse(f"RLModule class {type(module).__name__}")
-    if greedy != GREEDY_RULES[algorithm]:
-        raise _refuse(f"greedy rule {greedy} for a {algorithm.upper()} module (it is scored with "
-                      f"{GREEDY_RULES[algorithm]})")
+        first, (rule, _) = next(iter(exporters.items()))
+        raise not_exportable(f"greedy rule {greedy} for a {first.upper()} module (it is scored with {rule})")
+    export = exporters[algorithm][1]
     arrays: dict[str, np.ndarray] = {}
-    if type(module) in PORTFOLIO_MODULES:
+    if path == export.portfolio_module:
         structure = _export_portfolio(module.pi, algorithm, arrays)
     else:
-        structure = _export_default(module, algorithm, arrays)
+        structure = _export_default(module, algorithm, export, arrays)
     arrays[STRUCTURE_KEY] = np.array(json.dumps(structure))
     # Checked here as the loader does, so an export that cannot be served fails now, not at serving time.
     NumpyPolicy.from_arrays(arrays)
@@ -122,41 +122,27 @@ def _export_portfolio(pi: Any, algorithm: str, arrays: dict[str, np.ndarray]) ->
     return structure
 
 
-def _export_default(module: Any, algorithm: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    """A default RLlib module's nets added to `arrays`; the structure that runs them."""
-    from ray.rllib.core.models.torch.encoder import TorchActorCriticEncoder
-
-    if algorithm == "sac":
-        actions = _export_box(module.action_space, arrays)
+def _export_default(module: Any, algorithm: str, export: NumpyExport, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A default RLlib module's nets (as its algorithm's `export.nets` reads them) added to `arrays`; the structure
+    that runs them."""
+    if export.box:
+        actions = _export_box(module.action_space, algorithm, arrays)
     elif isinstance(module.action_space, gym.spaces.Discrete):
         actions = {"num_actions": int(module.action_space.n)}
     else:
-        raise _refuse(f"action space {module.action_space} (only discrete actions have an argmax here)")
-    if algorithm == "dqn":
-        if module.num_atoms != 1:
-            raise _refuse(f"distributional DQN (num_atoms={module.num_atoms})")
-        encoder = module.encoder
-        heads = {"af": module.af, "vf": module.vf} if module.uses_dueling else {"q": module.af}
-    elif algorithm == "ppo":
-        if type(module.encoder) is not TorchActorCriticEncoder:  # the stateful one wraps LSTM/GRU encoders
-            raise _refuse(f"PPO encoder {type(module.encoder).__name__}")
-        # forward_inference uses only the actor's encoder: a separate critic's never reaches the logits.
-        shared = module.encoder.config.shared
-        encoder = module.encoder.encoder if shared else module.encoder.actor_encoder
-        heads = {"pi": module.pi}
-    else:  # SAC: forward_inference runs the policy network only
-        encoder, heads = module.pi_encoder, {"pi": module.pi}
+        raise not_exportable(f"action space {module.action_space} (only discrete actions have an argmax here)")
+    encoder, heads = export.nets(module)
     nets = {"encoder": _export_encoder(encoder, arrays)}
     nets.update({name: _export_head(name, head, arrays) for name, head in heads.items()})
     return {"format": FORMAT, "algorithm": algorithm,
             "observation_size": _first_linear_in(nets["encoder"], arrays), **actions, "nets": nets}
 
 
-def _export_box(space: Any, arrays: dict[str, np.ndarray]) -> dict[str, int]:
-    """A SAC module's action space: its bounds added to `arrays` (BOUNDS), its size for the structure. Only a
+def _export_box(space: Any, algorithm: str, arrays: dict[str, np.ndarray]) -> dict[str, int]:
+    """A Box module's action space (SAC's): its bounds added to `arrays` (BOUNDS), its size for the structure. Only a
     1-d Box: RLlib's squashed Gaussian spreads its mean over a flat vector."""
     if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-        raise _refuse(f"action space {space} (a SAC policy here acts in a 1-d Box)")
+        raise not_exportable(f"action space {space} (a {algorithm.upper()} policy here acts in a 1-d Box)")
     for key, bound in zip(BOUNDS, (space.low, space.high), strict=True):
         arrays[key] = np.asarray(bound, dtype=np.float32).copy()
     return {"action_size": int(space.shape[0])}
@@ -167,7 +153,7 @@ def _export_encoder(encoder: Any, arrays: dict[str, np.ndarray]) -> list[dict[st
     from ray.rllib.core.models.torch.encoder import TorchMLPEncoder
 
     if type(encoder) is not TorchMLPEncoder:
-        raise _refuse(f"encoder {type(encoder).__name__}")
+        raise not_exportable(f"encoder {type(encoder).__name__}")
     return _export_layers("encoder", encoder.net.mlp, arrays)
 
 
@@ -176,9 +162,9 @@ def _export_head(name: str, head: Any, arrays: dict[str, np.ndarray]) -> list[di
     from ray.rllib.core.models.torch.heads import TorchMLPHead
 
     if type(head) is not TorchMLPHead:
-        raise _refuse(f"{name} head {type(head).__name__}")
+        raise not_exportable(f"{name} head {type(head).__name__}")
     if head.clip_log_std:
-        raise _refuse(f"{name} head with clip_log_std (a continuous action distribution's)")
+        raise not_exportable(f"{name} head with clip_log_std (a continuous action distribution's)")
     return _export_layers(name, head.net.mlp, arrays)
 
 
@@ -190,7 +176,7 @@ def _export_layers(net: str, layers: Any, arrays: dict[str, np.ndarray]) -> list
         if tensor is None:
             return None
         if tensor.dtype != torch.float32:
-            raise _refuse(f"{net} layer {index} {param} of dtype {tensor.dtype} (float32 only)")
+            raise not_exportable(f"{net} layer {index} {param} of dtype {tensor.dtype} (float32 only)")
         key = f"{net}.{index}.{param}"
         arrays[key] = tensor.detach().cpu().numpy().copy()
         return key
@@ -210,7 +196,7 @@ def _export_layers(net: str, layers: Any, arrays: dict[str, np.ndarray]) -> list
         elif kind is torch.nn.ELU:
             ops.append({"op": "elu", "alpha": float(layer.alpha)})
         else:
-            raise _refuse(f"{net} layer {index} ({kind.__name__})")
+            raise not_exportable(f"{net} layer {index} ({kind.__name__})")
     return ops
 
 
@@ -219,7 +205,7 @@ def _first_linear_in(ops: list[dict[str, Any]], arrays: Mapping[str, np.ndarray]
     for op in ops:
         if op["op"] == "linear":
             return int(arrays[op["weight"]].shape[1])
-    raise _refuse("an encoder without a Linear layer")
+    raise not_exportable("an encoder without a Linear layer")
 
 
 def _portfolio_sizes(structure: dict[str, Any]) -> tuple[str, ...]:
@@ -250,15 +236,18 @@ class NumpyPolicy:
     Built from `export_module`'s dict (`from_arrays`) or a file of it (`load`). Each observation is evaluated
     on its own (module docstring), so the result for one observation does not depend on its batch."""
 
-    def __init__(self, structure: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Use `from_arrays` or `load`: they check the dict this trusts."""
+    def __init__(self, structure: dict[str, Any], arrays: Mapping[str, np.ndarray], greedy: GreedyRule,
+                 box: bool) -> None:
+        """Use `from_arrays` or `load`: they check the dict this trusts, and pass its algorithm's greedy rule and
+        whether its default module acts in a Box (NumpyExport.box)."""
         self.structure = structure
         # What `outputs` are: "dqn" Q-values, "ppo" logits, "sac" the squashed Gaussian's means, then log-stds.
         self.algorithm: str = structure["algorithm"]
+        self._greedy = greedy  # turns a Box's or a portfolio's outputs into the action (a discrete one: the argmax)
         self._arrays = dict(arrays)
         self.portfolio = structure.get("layout") == PORTFOLIO
-        self.num_actions: int | None = structure.get("num_actions")  # discrete actions; None for SAC, a portfolio
-        # SAC's Box (its bounds rescale tanh of the mean); None for discrete actions and a portfolio (N+1 scores).
+        self.num_actions: int | None = structure.get("num_actions")  # discrete actions; None for a Box, a portfolio
+        # A Box export's space (its bounds rescale the greedy action); None for discrete actions and a portfolio.
         self.action_space: gym.spaces.Box | None = None
         if self.portfolio:
             # A portfolio's row width, its N (None: shared, any N) and cash's (mean, log-std) (None: flat).
@@ -273,7 +262,7 @@ class NumpyPolicy:
         else:
             self.observation_size = structure["observation_size"]
             self.num_outputs = self.num_actions
-            if self.algorithm == "sac":
+            if box:
                 self.action_space = self._box(structure["action_size"])
                 self.num_outputs = 2 * structure["action_size"]
         nets = structure["nets"]
@@ -309,23 +298,25 @@ class NumpyPolicy:
             found = structure.get("format") if isinstance(structure, dict) else None
             raise InputError(f"numpy policy format {found!r} is not {FORMAT!r}: export the module again with "
                              "this version of algos.numpy_policy")
-        algorithm = structure.get("algorithm")
-        if algorithm not in GREEDY_RULES:
-            raise InputError(f"numpy policy algorithm {algorithm!r} is not one of {sorted(GREEDY_RULES)}")
+        greedy, export = _served(structure.get("algorithm"))
+        algorithm = structure["algorithm"]
         nets = structure.get("nets")
         heads = sorted(nets) if isinstance(nets, dict) else None
         portfolio = structure.get("layout") == PORTFOLIO
-        layouts = (PORTFOLIO_NETS,) if portfolio else NETS[algorithm]
-        if heads not in layouts or not all(isinstance(ops, list) for ops in nets.values()):
-            known = " or ".join(", ".join(names) for names in layouts)
+        if portfolio:
+            layouts = (PORTFOLIO_NETS,) if export.portfolio_module else ()
+        else:
+            layouts = tuple(tuple(sorted(names)) for names in export.layouts)
+        if heads is None or tuple(heads) not in layouts or not all(isinstance(ops, list) for ops in nets.values()):
+            known = " or ".join(", ".join(names) for names in layouts) or "it exports none"
             kind = f"portfolio {algorithm.upper()}" if portfolio else algorithm.upper()
             raise InputError(f"numpy policy nets {heads} are not a {kind}'s ({known}), each a list of ops")
-        sizes = _portfolio_sizes(structure) if portfolio else ("observation_size", ACTION_KEYS[algorithm])
+        sizes = _portfolio_sizes(structure) if portfolio else ("observation_size", export.action_key)
         for key in sizes:
             if not isinstance(structure.get(key), int) or structure[key] < 1:
                 raise InputError(f"numpy policy {key} {structure.get(key)!r} is not a positive integer")
         try:
-            policy = cls(structure, {key: np.asarray(value) for key, value in arrays.items()})
+            policy = cls(structure, {key: np.asarray(value) for key, value in arrays.items()}, greedy, export.box)
         except InputError:
             raise
         except (TypeError, ValueError) as exc:  # an op's number that is not one
@@ -363,7 +354,7 @@ class NumpyPolicy:
         return steps
 
     def _box(self, size: int) -> gym.spaces.Box:
-        """SAC's action space from its BOUNDS arrays, each checked: float32 (size,), no NaN, low <= high."""
+        """A Box export's (SAC's) space from its BOUNDS arrays, each checked: float32 (size,), no NaN, low <= high."""
         low, high = (self._array(key, 1, f"numpy policy {key}") for key in BOUNDS)
         if low.shape != (size,) or high.shape != (size,) or not np.all(low <= high):
             raise InputError(f"numpy policy action bounds {low} .. {high} are not {size} pairs with low <= high")
@@ -476,14 +467,14 @@ class NumpyPolicy:
                 for start, end, width in spans]
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
-        """The greedy actions: (n,) int64, the argmax of `outputs` (the first on a tie, as torch.argmax), or for
-        SAC (n, action_size) float32, tanh of the mean rescaled to the Box (its greedy rule, GREEDY_RULES); for a
-        portfolio, the scores (n, N+1) float32, cash first: PPO's mean, SAC's tanh of it, in [-1, 1]."""
+        """The greedy actions: (n,) int64, the argmax of `outputs` (the first on a tie, as torch.argmax), or for a
+        Box (n, action_size) float32, its algorithm's greedy rule on `outputs` (SAC's: tanh of the mean rescaled to the
+        Box); for a portfolio, the scores (n, N+1) float32, cash first: PPO's mean, SAC's tanh of it, in [-1, 1]."""
         outputs = self.outputs(observations)
         if self.portfolio:  # the scores, in [-1, 1] as RLlib's env runners put a sampled action there
-            return GREEDY_RULES[self.algorithm].actions({"action_dist_inputs": outputs}, SCORES)
+            return self._greedy.actions({self._greedy.output: outputs}, SCORES)
         if self.action_space is not None:
-            return GREEDY_RULES["sac"].actions({"action_dist_inputs": outputs}, self.action_space)
+            return self._greedy.actions({self._greedy.output: outputs}, self.action_space)
         return outputs.argmax(axis=1).astype(np.int64)
 
 

@@ -35,10 +35,15 @@ HIDDENS_KEY = "portfolio_hiddens"
 class ModelChoice(StrictModel):
     """The `training` keys that choose the RLModule: RLlib's default, or a portfolio model (module docstring)."""
 
-    model: ModelName = "default"
-    # The hidden sizes of a portfolio model's nets (shared_assets: of each per-asset net; flat: of the MLP over the
-    # universe). None: DEFAULT_HIDDENS. The default model's sizes are rl_module.fcnet_hiddens.
-    model_hiddens: list[PositiveInt] | None = Field(default=None, min_length=1)
+    model: ModelName = Field(
+        default="default",
+        description="The RLModule: default (RLlib's, one MLP over the observation), shared_assets (one small net per "
+                    "asset's row: the same model scores any number of assets) or flat (one MLP over the flattened "
+                    "universe).")
+    model_hiddens: list[PositiveInt] | None = Field(
+        default=None, min_length=1,
+        description="Hidden sizes of a portfolio model's nets (shared_assets: each per-asset net; flat: the MLP over "
+                    "the universe). None: [64, 64]. The default model's sizes are rl_module.fcnet_hiddens.")
 
     @model_validator(mode="after")
     def _hiddens_need_a_portfolio_model(self) -> ModelChoice:

@@ -15,7 +15,8 @@ An untradable asset gets mean 0 and log-std 0 whatever the nets say: the env ign
 the same under the old and the new policy (PPO's ratio and KL are untouched by it) and takes no gradient. The
 action_dist_inputs are RLlib's diagonal Gaussian layout, [means (N+1), log-stds (N+1)]: PPO's TorchDiagGaussian (the
 greedy score is the mean, clipped to the Box), SAC's squashed Gaussian (the greedy score is tanh of the mean,
-algos/sac_module.py). Imported by the builders and the numpy export only (it imports Ray and torch).
+algos/sac_module.py). Imported by the builders only (it imports Ray and torch); the algorithms' specs name its
+classes (AlgorithmSpec.export.portfolio_module), which is how the numpy export knows them.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from algos.portfolio_model import (
     WEIGHT_COLUMN,
 )
 from algos.sac_module import TanhMeanSquashedGaussian
+from algos.spec import load_class
 from envs.errors import InputError
 
 # RLlib's fcnet_activation names (rl_module.fcnet_activation) as torch layers; "linear": none.
@@ -264,19 +266,22 @@ class PortfolioSACModule(DefaultSACTorchRLModule):
                 self.qf_twin = nn.Identity()
 
 
-# The algorithm each portfolio module class is trained by (its greedy rule: algos.numpy_policy.GREEDY_RULES).
-PORTFOLIO_MODULES: dict[type, str] = {PortfolioPPOModule: "ppo", PortfolioSACModule: "sac"}
-
-
 def with_portfolio_module(config: Any, algorithm: str, model_config: dict[str, Any] | None,
                           rl_module: dict[str, Any]) -> Any:
-    """`config` (RLlib's built PPOConfig or SACConfig: `algorithm`) with the portfolio module that `model_config`
-    picks (algos.portfolio_model.pop_model_config), or unchanged for RLlib's default module (None). `rl_module`: the
-    experiment's rl_module section, kept in the module's model_config (its activation is the portfolio nets')."""
+    """`config` (RLlib's built config of `algorithm`, a key of algos.ALGORITHMS) with the portfolio module that
+    `model_config` picks (algos.portfolio_model.pop_model_config), or unchanged for RLlib's default module (None). The
+    class is the one the algorithm's numpy export names (AlgorithmSpec.export.portfolio_module), so what is trained is
+    what is exported and served. `rl_module`: the experiment's rl_module section, kept in the module's model_config
+    (its activation is the portfolio nets')."""
     if model_config is None:
         return config
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    module_class = next(cls for cls, name in PORTFOLIO_MODULES.items() if name == algorithm)
-    return config.rl_module(rl_module_spec=RLModuleSpec(module_class=module_class),
+    from algos import algorithm as spec_of
+
+    export = spec_of(algorithm).export
+    if export is None or export.portfolio_module is None:
+        raise InputError(f"training.model: {model_config[MODEL_KEY]} needs a portfolio module, and algorithm "
+                         f"{algorithm} has none (its SPEC's export.portfolio_module): use training.model: default")
+    return config.rl_module(rl_module_spec=RLModuleSpec(module_class=load_class(export.portfolio_module)),
                             model_config={**rl_module, **model_config})

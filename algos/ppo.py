@@ -6,12 +6,12 @@ experiment file sections, hardware plan, Tune sweep, scoring, registry and resum
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
 from algos.portfolio_model import ModelChoice, pop_model_config
-from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
+from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, NumpyExport, TrainingBase, not_exportable
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -23,21 +23,34 @@ PPO_SPEEDUP = 8.0
 
 
 class PPOTraining(ModelChoice, TrainingBase):
-    lr: float = Field(default=3e-4, gt=0)
-    # Env steps collected per learner per update (the rollout batch), then `num_epochs` passes over it in
-    # minibatches of `minibatch_size`.
-    train_batch_size_per_learner: int = Field(default=4000, ge=1)
-    minibatch_size: int = Field(default=128, ge=1)
-    num_epochs: int = Field(default=10, ge=1)
-    lambda_: float = Field(default=1.0, ge=0, le=1)      # GAE lambda
-    clip_param: float = Field(default=0.3, gt=0)
-    vf_clip_param: float = Field(default=10.0, gt=0)
-    vf_loss_coeff: float = Field(default=1.0, ge=0)
-    entropy_coeff: float = Field(default=0.0, ge=0)
-    use_kl_loss: bool = True
-    kl_coeff: float = Field(default=0.2, ge=0)
-    kl_target: float = Field(default=0.01, gt=0)
-    grad_clip: float | None = Field(default=None, gt=0)
+    lr: float = Field(default=3e-4, gt=0, description="The optimizer's learning rate (a hardware preset's lr rule "
+                                                      "scales it with batch_scaling: preset).")
+    train_batch_size_per_learner: int = Field(
+        default=4000, ge=1,
+        description="Env steps collected per learner per update (the rollout batch), then num_epochs passes over it "
+                    "in minibatches of minibatch_size; larger is steadier, slower to update.")
+    minibatch_size: int = Field(default=128, ge=1,
+                                description="Samples per gradient step within an epoch; at most the rollout batch.")
+    num_epochs: int = Field(default=10, ge=1,
+                            description="Passes over each rollout batch: more reuses the data, at the risk of moving "
+                                        "the policy too far.")
+    lambda_: float = Field(default=1.0, ge=0, le=1,
+                           description="GAE lambda: lower trades the advantage estimate's variance for bias.")
+    clip_param: float = Field(default=0.3, gt=0,
+                              description="The surrogate objective's clip: how far one update may move the policy's "
+                                          "action probabilities.")
+    vf_clip_param: float = Field(default=10.0, gt=0,
+                                 description="Clip of the value loss; set it to the scale of the returns.")
+    vf_loss_coeff: float = Field(default=1.0, ge=0, description="Weight of the value loss in the total loss.")
+    entropy_coeff: float = Field(default=0.0, ge=0,
+                                 description="Weight of the entropy bonus: higher keeps the policy exploring longer.")
+    use_kl_loss: bool = Field(default=True,
+                              description="Add a KL penalty to the loss, adapted toward kl_target.")
+    kl_coeff: float = Field(default=0.2, ge=0, description="The KL penalty's initial weight (use_kl_loss).")
+    kl_target: float = Field(default=0.01, gt=0,
+                             description="The KL divergence per update the penalty's weight steers toward.")
+    grad_clip: float | None = Field(default=None, gt=0,
+                                    description="Clip the gradients' global norm to this; None: no clipping.")
 
     @model_validator(mode="after")
     def _minibatch_fits(self) -> "PPOTraining":
@@ -63,6 +76,18 @@ def build(inputs: BuildInputs) -> "PPOConfig":
     return with_portfolio_module(config, "ppo", model, inputs.sections["rl_module"])
 
 
+def export_nets(module: Any) -> tuple[Any, dict[str, Any]]:
+    """The nets of RLlib's PPO module as forward_inference runs them, for the numpy export: the actor's MLP encoder
+    (the shared one, or the actor's own: a separate critic's never reaches the logits) and the pi head. The stateful
+    encoder, which wraps LSTM/GRU encoders, is refused."""
+    from ray.rllib.core.models.torch.encoder import TorchActorCriticEncoder  # here: a spec loads without Ray
+
+    if type(module.encoder) is not TorchActorCriticEncoder:
+        raise not_exportable(f"PPO encoder {type(module.encoder).__name__}")
+    encoder = module.encoder.encoder if module.encoder.config.shared else module.encoder.actor_encoder
+    return encoder, {"pi": module.pi}
+
+
 SPEC = AlgorithmSpec(
     name="ppo",
     training_section=PPOTraining,
@@ -72,6 +97,9 @@ SPEC = AlgorithmSpec(
     greedy=GreedyRule(output="action_dist_inputs", argmax=True, box_mean=True),
     # RLlib's PPO; the numpy export covers discrete actions and the portfolio modules (training.model)
     action_spaces=("discrete", "box"),
+    export=NumpyExport(module="ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module:DefaultPPOTorchRLModule",
+                       nets=export_nets, layouts=(("encoder", "pi"),),
+                       portfolio_module="algos.portfolio_module:PortfolioPPOModule"),
     smoke_overrides=("training.train_batch_size_per_learner=256", "training.minibatch_size=64",
                      "training.num_epochs=2"),
     learner_metrics=("policy_loss", "vf_loss", "vf_loss_unclipped", "vf_explained_var", "entropy", "mean_kl_loss",

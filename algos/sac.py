@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from algos.portfolio_model import ModelChoice, pop_model_config
-from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, TrainingBase
+from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, NumpyExport, TrainingBase
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.sac import SACConfig
@@ -26,25 +26,41 @@ SAC_SPEEDUP_AT_ONE_UPDATE_PER_STEP = 0.14
 
 
 class SACTraining(ModelChoice, TrainingBase):
-    # Which code trains it: RLlib's SAC (the only one today; a file that names it keeps meaning it when a fast path
-    # comes, as training.implementation does for DQN).
-    implementation: Literal["rllib"] = "rllib"
-    lr: float = Field(default=3e-4, gt=0)
-    actor_lr: float | None = Field(default=None, gt=0)
-    critic_lr: float | None = Field(default=None, gt=0)
-    alpha_lr: float | None = Field(default=None, gt=0)
-    train_batch_size_per_learner: int = Field(default=256, ge=1)
-    grad_clip: float | None = Field(default=None, gt=0)
-    tau: float = Field(default=5e-3, gt=0, le=1)                 # target networks' soft-update rate
-    initial_alpha: float = Field(default=1.0, gt=0)               # the entropy weight's start
-    target_entropy: Literal["auto"] | float = "auto"              # the entropy alpha steers toward
-    twin_q: bool = True
-    n_step: int = Field(default=1, ge=1)
-    replay_buffer_capacity: int = Field(default=1_000_000, ge=100)
-    num_steps_sampled_before_learning_starts: int = Field(default=1500, ge=0)
-    # Replayed samples per sampled env step (256 with batch 256: one update per env step); None keeps RLlib's
-    # native ratio, one batch per sample call.
-    training_intensity: float | None = Field(default=None, gt=0)
+    implementation: Literal["rllib"] = Field(
+        default="rllib",
+        description="Which code trains it: RLlib's SAC, the only one today (a file that names it keeps meaning it "
+                    "when a fast path comes, as training.implementation does for DQN).")
+    lr: float = Field(default=3e-4, gt=0,
+                      description="The learning rate of the actor, the critic and alpha unless actor_lr, critic_lr or "
+                                  "alpha_lr says otherwise (the hardware plan scales it).")
+    actor_lr: float | None = Field(default=None, gt=0, description="The policy's own learning rate; None: lr.")
+    critic_lr: float | None = Field(default=None, gt=0, description="The Q networks' own learning rate; None: lr.")
+    alpha_lr: float | None = Field(default=None, gt=0,
+                                   description="The entropy weight alpha's own learning rate; None: lr.")
+    train_batch_size_per_learner: int = Field(default=256, ge=1,
+                                              description="Replayed transitions per update per learner.")
+    grad_clip: float | None = Field(default=None, gt=0,
+                                    description="Clip the gradients' global norm to this; None: no clipping.")
+    tau: float = Field(default=5e-3, gt=0, le=1,
+                       description="The target networks' soft-update rate: the share of the online weights blended in "
+                                   "per update.")
+    initial_alpha: float = Field(default=1.0, gt=0,
+                                 description="The entropy weight's start; it is then tuned toward target_entropy.")
+    target_entropy: Literal["auto"] | float = Field(
+        default="auto",
+        description="The policy entropy alpha steers toward: auto (minus the number of action dimensions) or a "
+                    "number; lower explores less.")
+    twin_q: bool = Field(default=True, description="Two Q networks, the smaller estimate is used (curbs "
+                                                   "overestimation).")
+    n_step: int = Field(default=1, ge=1, description="Rewards summed before bootstrapping from Q.")
+    replay_buffer_capacity: int = Field(default=1_000_000, ge=100,
+                                        description="Transitions RLlib's uniform episode replay buffer holds.")
+    num_steps_sampled_before_learning_starts: int = Field(
+        default=1500, ge=0, description="Env steps sampled (random actions) before the first update.")
+    training_intensity: float | None = Field(
+        default=None, gt=0,
+        description="Replayed samples per sampled env step (256 with batch 256: one update per env step); None keeps "
+                    "RLlib's native ratio, one batch per sample call.")
 
     @field_validator("target_entropy", mode="before")
     @classmethod
@@ -89,6 +105,12 @@ def build(inputs: BuildInputs) -> "SACConfig":
     return with_portfolio_module(config, "sac", model, inputs.sections["rl_module"])
 
 
+def export_nets(module: Any) -> tuple[Any, dict[str, Any]]:
+    """The nets of RLlib's SAC module that forward_inference runs, for the numpy export: the policy network's encoder
+    and head only (the Q networks never act)."""
+    return module.pi_encoder, {"pi": module.pi}
+
+
 def _replay_ratio(training: Any, fragment: int, num_envs: int) -> float:
     """Replayed samples per sampled env step: the training intensity, or RLlib's native one batch per sample call."""
     return training.training_intensity or training.train_batch_size_per_learner / (fragment * num_envs)
@@ -110,6 +132,9 @@ SPEC = AlgorithmSpec(
     trainable=lambda training: "SAC",
     greedy=GreedyRule(output="action_dist_inputs", squash=True),  # tanh of the Gaussian's mean, in the Box
     action_spaces=("box",),
+    export=NumpyExport(module="ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module:DefaultSACTorchRLModule",
+                       nets=export_nets, layouts=(("encoder", "pi"),), box=True,
+                       portfolio_module="algos.portfolio_module:PortfolioSACModule"),
     smoke_overrides=("training.num_steps_sampled_before_learning_starts=100",),
     # One optimizer each for the actor, the critic(s) and alpha, so a learning rate each (qf_twin_*: twin_q only).
     learner_metrics=("policy_loss", "qf_loss", "qf_twin_loss", "alpha_loss", "alpha_value", "log_alpha_value",

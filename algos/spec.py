@@ -7,7 +7,9 @@ learners report. The platform (`experiments/`) knows algorithms only through thi
 """
 from __future__ import annotations
 
+import importlib
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -26,13 +28,21 @@ DEFAULT_BATCH = 32  # training.train_batch_size_per_learner's default: the batch
 class TrainingBase(StrictModel):
     """Keys every algorithm's `training` section has: the hardware plan reads the batch and lr."""
 
-    lr: float = Field(default=5e-4, gt=0)
-    gamma: float = Field(default=0.99, gt=0, le=1)
-    # The batch of one update per learner. A hardware preset never changes it (data-parallel presets split it
-    # over their learners); batch_scaling: preset opts in to the preset's large_batch and its lr rule.
-    train_batch_size_per_learner: int = Field(default=DEFAULT_BATCH, ge=1)
-    batch_scaling: Literal["none", "preset"] = "none"
-    grad_clip: float | None = Field(default=40.0, gt=0)
+    lr: float = Field(default=5e-4, gt=0, description="The optimizer's learning rate (a hardware preset's lr rule "
+                                                      "scales it with batch_scaling: preset).")
+    gamma: float = Field(default=0.99, gt=0, le=1,
+                         description="The discount factor: how much a reward later counts now; closer to 1 looks "
+                                     "further ahead.")
+    train_batch_size_per_learner: int = Field(
+        default=DEFAULT_BATCH, ge=1,
+        description="The batch of one update per learner. A hardware preset never changes it (data-parallel presets "
+                    "split it over their learners) unless batch_scaling: preset.")
+    batch_scaling: Literal["none", "preset"] = Field(
+        default="none",
+        description="preset opts in to the hardware preset's large_batch and its lr rule (a bigger batch per update "
+                    "on big GPUs); none keeps the batch and lr as written.")
+    grad_clip: float | None = Field(default=40.0, gt=0,
+                                    description="Clip the gradients' global norm to this; None: no clipping.")
 
 
 def slice_sizes(batch: int, learners: int) -> tuple[int, ...]:
@@ -176,6 +186,83 @@ _FREE_PREFIXES = ("timers/", "perf/", "fault_tolerance/", "learners/__all_module
                   "env_runners/agent_", "evaluation/env_runners/module_", "evaluation/env_runners/agent_")
 
 
+# Where a NumpyExport names an RLModule class: "package.module:Class", as envs.EnvFamily names its entry points.
+CLASS_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+# The heads numpy_policy's forward pass runs after the encoder: one head, or a dueling DQN's two streams.
+DUELING_HEADS = ("af", "vf")
+
+
+def not_exportable(what: str) -> InputError:
+    """The one-line refusal of a module the numpy forward pass does not cover, said alike by algos/numpy_policy.py and
+    by an algorithm's `NumpyExport.nets`: the caller then scores the policy with torch, but cannot register it."""
+    return InputError(f"{what} is not supported by the numpy policy (algos/numpy_policy.py); "
+                      "the policy can still be scored with torch (experiments.results.policy.load_module_policy)")
+
+
+def load_class(path: str) -> Any:
+    """The class a CLASS_PATH names. Imports its module, which may import torch and Ray: call it only where they may
+    load (a builder, an export), never to check a spec."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def class_path(cls: type) -> str:
+    """The CLASS_PATH of `cls`: what a NumpyExport names it by (exact: a subclass has its own)."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+@dataclass(frozen=True)
+class NumpyExport:
+    """What algos/numpy_policy.py must know of an algorithm to export its trained RLModule to numpy and serve it without
+    torch or Ray (`AlgorithmSpec.export`). Each algorithm brings it in its SPEC, so numpy_policy keeps no table of
+    algorithms: an exported file names its algorithm (its key in algos.ALGORITHMS) and the loader reads this from there.
+
+    Module classes are named as CLASS_PATHs, not imported, so a spec (and `check_servable`) loads without torch or Ray,
+    and matched exactly: a subclass may change the forward pass that numpy re-implements."""
+
+    # RLlib's default RLModule the algorithm trains, exported as an MLP encoder and MLP heads; None: none.
+    module: str | None = None
+    # module -> (its MLP encoder, {head name: MLP head}) as forward_inference runs them; raises `not_exportable` for a
+    # configuration numpy cannot run (e.g. distributional DQN). Imports Ray inside, if it must.
+    nets: Callable[[Any], tuple[Any, dict[str, Any]]] | None = None
+    # The net names (encoder and heads) an export of `module` may have, each layout one tuple (DQN: dueling or not);
+    # the loader refuses a file whose nets are none of them.
+    layouts: tuple[tuple[str, ...], ...] = ()
+    # Whether `module` acts in a 1-d Box (its bounds are exported; the greedy rule turns the head's Gaussian inputs into
+    # an action in it); else in a discrete space (the action is the argmax of the head).
+    box: bool = False
+    # Its module for a universe of assets (algos/portfolio_module.py, training.model: shared_assets or flat), exported
+    # as the policy net `pi` that the shared-weights model runs on each asset's row; None: none.
+    portfolio_module: str | None = None
+
+    def __post_init__(self) -> None:
+        paths = [path for path in (self.module, self.portfolio_module) if path is not None]
+        if not paths:
+            raise InputError("numpy export: name the RLModule class it exports (module or portfolio_module)")
+        for path in paths:
+            if not CLASS_PATH.fullmatch(path):
+                raise InputError(f"numpy export: {path!r} is not a class path 'package.module:Class'")
+        if self.module is not None and (self.nets is None or not self.layouts):
+            raise InputError(f"numpy export of {self.module}: give its nets (module -> encoder, heads) and layouts")
+        for layout in self.layouts:
+            heads = sorted(set(layout) - {"encoder"})
+            if "encoder" not in layout or len(layout) != len(set(layout)) or (
+                    len(heads) != 1 and heads != sorted(DUELING_HEADS)):
+                raise InputError(f"numpy export of {self.module}: layout {list(layout)} is not an encoder and one "
+                                 f"head, or an encoder and the dueling {' and '.join(DUELING_HEADS)}")
+
+    @property
+    def action_key(self) -> str:
+        """The structure key of `module`'s action count: a Box's size, or the discrete actions (the head's width)."""
+        return "action_size" if self.box else "num_actions"
+
+    def serves(self, kind: str) -> bool:
+        """Whether it exports a policy for action spaces of `kind` (a key of ACTION_SPACE_KINDS)."""
+        if kind == "discrete":
+            return self.module is not None and not self.box
+        return (self.module is not None and self.box) or self.portfolio_module is not None
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
@@ -184,6 +271,9 @@ class AlgorithmSpec:
     trainable: Callable[[dict[str, Any]], Any]    # training section (dict) -> what Tune runs (name or class)
     greedy: GreedyRule
     action_spaces: tuple[str, ...]                 # kinds of ACTION_SPACE_KINDS its RLModule acts in
+    # How its trained RLModule is exported to numpy, to be scored, registered and served without torch; None: it
+    # cannot be registered (check_servable says so before the sweep).
+    export: NumpyExport | None = None
     # --set overrides that make a --smoke-test run short, on top of the platform's (2 trials x 2 iterations).
     smoke_overrides: tuple[str, ...] = ()
     learner_metrics: tuple[str, ...] = ()          # keys under learners/<module id>/ beyond the common ones
@@ -221,3 +311,33 @@ class AlgorithmSpec:
     def reports(self, key: str) -> bool:
         """Whether `key` ("/"-separated) is a result key of this algorithm."""
         return key in self.result_keys() or key.startswith((*_FREE_PREFIXES, *self.free_result_prefixes))
+
+
+def check_servable(name: str, spec: AlgorithmSpec) -> None:
+    """Refuse, before Ray starts and before any training, an algorithm whose best policy could not be registered.
+
+    Registration (experiments/results/registry.py) runs after the whole sweep: it exports the best trial's RLModule to
+    numpy with the algorithm's greedy rule (algos.numpy_policy.export_module), and refuses a module class no algorithm
+    exports and a greedy rule that is not the exporting algorithm's; scoring falls back to torch, so nothing fails
+    earlier. What can be known from the spec alone is checked here: it has a numpy export; its greedy rule turns the
+    export's outputs into the action numpy serves (a discrete module's argmax, a Box's rule on the Gaussian's inputs);
+    and some export serves each action-space kind it declares. `name`: its key in algos.ALGORITHMS. InputError in one
+    line naming `algorithm: <name>` and the fix. Imports no module class: no torch, no Ray."""
+    export, rule = spec.export, spec.greedy
+    if export is None:
+        raise InputError(f"algorithm: {name} could not be registered or served after its sweep: its SPEC has no "
+                         "numpy export; give it export=NumpyExport(...) (algos/spec.py) naming the RLModule class it "
+                         "trains")
+    if export.serves("discrete") and (rule.squash or (rule.box_mean and not rule.argmax)):
+        raise InputError(f"algorithm: {name}: greedy rule {rule} does not match its numpy export, which serves the "
+                         "argmax of a discrete module's head: set argmax=True, or name an output that already holds "
+                         "the action")
+    if export.serves("box") and not (rule.squash or rule.box_mean):
+        raise InputError(f"algorithm: {name}: greedy rule {rule} does not match its numpy export, whose Box head gives "
+                         "a Gaussian's means and log-stds: set squash=True (tanh of the mean) or box_mean=True (the "
+                         "mean)")
+    for kind in spec.action_spaces:
+        if not export.serves(kind):
+            raise InputError(f"algorithm: {name}: action_spaces names {kind} but its numpy export serves no {kind} "
+                             f"policy, so a {kind} run could not be registered: export a module that acts in it, or "
+                             f"drop {kind} from action_spaces")

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
+from envs import work_counts
 from envs.baselines import Baseline
 from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
@@ -227,6 +228,7 @@ def make_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
     """The one way to build an env from an experiment's (env, env_config): platform envs take the
     config as one dict, any other Gymnasium id (e.g. CartPole-v1) as keyword arguments."""
     require_registered(env_id)
+    work_counts.count(work_counts.ENV_BUILDS)
     config = dict(env_config or {})
     return gym.make(env_id, config=config) if env_id in ENVIRONMENTS else gym.make(env_id, **config)
 

@@ -25,15 +25,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
-
 from envs.errors import InputError
-from envs.trading.bars_update import NewBars, dataset_identity, plan_update, timeframe_mismatch
 from envs.trading.calendar import ALL_WEEK, bars_per_year, detect_calendar
-from envs.trading.csv_import import STAMPS, ImportReport, import_csv
+from envs.trading.csv_import import STAMPS, import_csv
 from envs.trading.data import (
     GAP_POLICIES,
     TIMEFRAMES,
@@ -42,10 +38,10 @@ from envs.trading.data import (
     load_bars,
     resample_bars,
     save_bars,
-    timeframe_delta,
 )
-from envs.trading.symbols import canonical_symbol, check_symbol
-from experiments.shell import runnable
+from envs.trading.symbols import canonical_symbol
+from experiments.shell import exit_code
+from experiments.storage.dataset_update import BarsSource, check_declared, update_dataset
 
 DEFAULT_DIR = Path("data") / "raw"
 
@@ -55,7 +51,7 @@ def _import(args: argparse.Namespace) -> int:
     out = args.out or DEFAULT_DIR / f"{symbol}_{args.timeframe}.parquet"
     bars, report = import_csv(args.file, args.timeframe, gaps=args.gaps, symbol=symbol, stamps=args.stamps,
                               allow_no_volume=args.no_volume)
-    _check_declared(report, symbol, args.file)
+    check_declared(report, symbol, args.file)
     if out.exists() and not args.force:
         raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
     save_bars(bars, out, symbol, args.timeframe, gaps=args.gaps, calendar=report.calendar)
@@ -64,13 +60,6 @@ def _import(args: argparse.Namespace) -> int:
         print(f"  {line}")
     print(f"wrote {out}" + (" (replaced)" if args.force else ""))
     return 0
-
-
-def _check_declared(report: ImportReport, symbol: str, source: Path) -> None:
-    """--symbol names the file's bars; a file that states another market (its Symbol or `Volume ETH` column) is
-    refused rather than written or appended under the wrong name."""
-    check_symbol(report.symbol, symbol, str(source), "--symbol is",
-                 f"pass --symbol with the file's market (BASE-QUOTE), or use an export of {symbol}")
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -124,65 +113,9 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _csv_bars(args: argparse.Namespace, stored: pd.DataFrame, symbol: str, timeframe: str
-              ) -> tuple[NewBars, list[str]]:
-    """A CSV export's bars, holes kept (the update fills them from the last stored close), and the import's notes
-    (without its gaps line: the update reports the gaps in what it appends). The bars are labelled with the
-    market the file states, else --symbol, else the dataset's; a --symbol the file contradicts is refused."""
-    csv_symbol = canonical_symbol(args.symbol) if args.symbol else symbol
-
-    def read(tf: str) -> tuple[pd.DataFrame, ImportReport]:
-        return import_csv(args.source_file, tf, gaps="drop", symbol=csv_symbol, stamps=args.stamps,
-                          allow_no_volume=not stored["volume"].any())  # a dataset imported with --no-volume
-
-    try:
-        bars, report = read(timeframe)
-    except InputError:  # bars of another timeframe? then say that, rather than how to import them
-        actual = next((tf for tf in TIMEFRAMES if tf != timeframe and _reads_as(read, tf)), None)
-        if actual is None:
-            raise
-        raise timeframe_mismatch(actual, timeframe, str(args.source_file), args.path) from None
-    if args.symbol:
-        _check_declared(report, csv_symbol, args.source_file)
-    notes = [line for line in report.lines() if not line.startswith("gaps:")]
-    return NewBars(bars, str(args.source_file), report.symbol or csv_symbol, timeframe), notes
-
-
-def _reads_as(read: Callable[[str], object], timeframe: str) -> bool:
-    try:
-        read(timeframe)
-    except InputError:
-        return False
-    return True
-
-
 def _update(args: argparse.Namespace) -> int:
-    from experiments.storage.dataset_versions import open_dataset, replace_dataset
-
-    dataset, stored = open_dataset(args.path)
-    symbol, timeframe = dataset_identity(stored, args.path)
-    notes: list[str] = []
-    if args.fetch:
-        from envs.trading.fetch import fetch_bars
-
-        # From one bar before the last stored one: fetch_bars needs two closed bars, and the overlap shows
-        # whether the exchange still has the stored bars as they are.
-        result = fetch_bars(symbol, timeframe, args.fetch, since=stored.index[-1] - timeframe_delta(timeframe),
-                            gaps="drop")
-        new = NewBars(result.bars, f"{result.exchange} {result.market}", symbol, timeframe)
-    elif args.source_file.suffix == ".parquet":
-        bars = load_bars(args.source_file)
-        new = NewBars(bars, str(args.source_file), bars.attrs.get("symbol"), bars.attrs.get("timeframe"))
-    else:
-        new, notes = _csv_bars(args, stored, symbol, timeframe)
-    gaps = args.gaps or stored.attrs.get("gaps", "ffill")
-    update = plan_update(stored, new, args.path, gaps, args.force)
-    if not update.changed:
-        print(update.unchanged_line(args.path))
-        return 0
-    kept = replace_dataset(dataset, update.bars, stored.attrs["digest"], symbol, timeframe,
-                           stored.attrs.get("gaps", "ffill"), stored.attrs.get("calendar", ALL_WEEK))
-    for line in [*update.lines(), *notes, f"previous version kept as {kept}", f"wrote {args.path}"]:
+    for line in update_dataset(BarsSource(args.source_file, args.fetch, args.symbol, args.stamps), args.path,
+                               args.gaps, args.force):
         print(line)
     return 0
 
@@ -245,12 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     update.add_argument("--gaps", choices=GAP_POLICIES, help="holes in the new bars (default: the dataset's policy)")
     update.add_argument("--stamps", default="open", choices=STAMPS, help="what the CSV's times are (as for import)")
     update.set_defaults(handler=_update)
-    args = parser.parse_args(argv)
-    try:
-        return args.handler(args)
-    except InputError as error:
-        print(f"error: {runnable(str(error))}", file=sys.stderr)
-        return 2
+    return exit_code(lambda: _handle(parser.parse_args(argv)))
+
+
+def _handle(args: argparse.Namespace) -> int:
+    return args.handler(args)
 
 
 if __name__ == "__main__":

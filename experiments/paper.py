@@ -187,10 +187,14 @@ class PaperTrader:
 
     def _read(self) -> Any:
         if self.args.exchange:  # appended to --bars as `experiments.data update --fetch` does; a failure waits a poll
-            from experiments.data import main as data_main
+            from experiments.storage.dataset_update import BarsSource, update_dataset
 
             for bars in self.args.bars:
-                if data_main(["update", str(bars), "--fetch", self.args.exchange]) != 0:
+                try:
+                    for line in update_dataset(BarsSource(fetch=self.args.exchange), str(bars)):
+                        print(line, flush=True)
+                except InputError as error:
+                    print(f"error: {error}", file=sys.stderr, flush=True)
                     print(f"no new bars for {bars} from {self.args.exchange} this time; trying again in "
                           f"{self.args.poll_seconds:g} s", flush=True)
         return self.market.read()

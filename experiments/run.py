@@ -1,33 +1,30 @@
 """`python -m experiments.run CONF`: validate, plan resources, sweep with Tune, track in MLflow, score out of sample.
 
 A file that lists experiment files (`experiments:`, e.g. conf/agents.yaml) runs them side by side in one Ray
-cluster (experiments/sweep/side_by_side.py).
+cluster (experiments/api/side_by_side.py).
 
-Exit codes: 0 done; 2 bad input (one readable message, no traceback); 1 a failed sweep (no trial could be
-scored, or every listed experiment failed); 3 a partial result (a trial failed, a planned fold or seed is missing,
-a model was not registered, or some listed experiments failed); 4 a fault outside the run (tracking server,
-storage, disk: one line, the resume command, the whole error in a log file); 130 interrupted. docs/faults.md.
+A thin shell over `experiments.api` (`api.plan` for --dry-run, `api.run` otherwise): its flags become one typed
+`RunOptions`, and its exit code is the run's (experiments/records/exits.py): 0 done; 2 bad input (one readable
+message, no traceback); 1 a failed sweep; 3 a partial result; 4 a fault outside the run; 130 interrupted.
+docs/faults.md.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-from rich.markup import escape
-
-from envs.errors import InputError
+from experiments import api
+from experiments.api.options import RunOptions, RunRequest
+from experiments.api.runs import print_plan
+from experiments.config.files import parse_overrides
 from experiments.config.listing import is_listing
 from experiments.plan import numerics
-from experiments.plan.cluster import leftover_address_file, resolve_ray_target
-from experiments.plan.preflight import preflight
+from experiments.plan.local_ray import LOOPBACK
 from experiments.plan.run_clock import RunClock
+from experiments.records.exits import ExitCode
 from experiments.shell import exit_code, terminal_console
-
-LOOPBACK = "127.0.0.1"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -65,11 +62,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=Path("runs"),
                         help="folder for evaluation files, and for Tune results unless --storage says otherwise "
                              "(default ./runs)")
-    # Set by a run of several experiments (experiments/sweep/side_by_side.py) for each experiment it starts.
+    # Set by a run of several experiments (experiments/api/side_by_side.py) for each experiment it starts.
     parser.add_argument("--run-group", help="tag the MLflow runs with run_group=NAME (runs started together)")
     parser.add_argument("--status-file", type=Path,
                         help="keep the run's phase, MLflow ids and trial rows in this JSON file, for a parent run")
     return parser.parse_args(argv)
+
+
+def options_from(args: argparse.Namespace) -> RunOptions:
+    """The typed options of the run: the command layer's only use of its flags."""
+    return RunOptions(smoke_test=args.smoke_test, resume=args.resume, hardware=args.hardware, address=args.address,
+                      storage=args.storage, output=args.output, fresh_ledger=args.fresh_ledger,
+                      cross_cpu=args.cross_cpu, dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
+                      dashboard_port=args.dashboard_port, ray_metrics=args.ray_metrics, run_group=args.run_group,
+                      status_file=args.status_file)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,33 +84,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None, console: Any) -> int:
-    """Check the experiment, then dry-run it, run a listing side by side, or run it."""
+    """Dry-run the experiment (or a listing), or run it through the API; the exit code is the run's."""
+    clock = RunClock()  # the run's wall time is checked against the plan's estimate, with the machine's load
     args = parse_args(argv)
-    args.clock = RunClock()  # the run's wall time is checked against the plan's estimate, with the machine's load
     if numerics.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
         numerics.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
-    if is_listing(args.conf):  # a file that lists experiment files runs them side by side
-        from experiments.sweep.side_by_side import run_listing
+    options = options_from(args)
+    if not args.dry_run:
+        return int(api.run(args.conf, args.overrides, options, console, clock).exit_code)
+    if is_listing(args.conf):
+        from experiments.api.side_by_side import run_listing
 
-        return run_listing(args, console)
-    if args.fresh_ledger is not None and not args.fresh_ledger.strip():
-        raise InputError("--fresh-ledger: give the reason it is recorded with, e.g. --fresh-ledger 'new data vendor'")
-    ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
-    checked = preflight(args.conf, args.overrides, args.smoke_test, args.storage, args.output,
-                        fetch=not args.dry_run, console=console, hardware=args.hardware)
-    exp = checked.exp
-    console.print(f"[bold]{escape(exp.name)}[/bold]: {escape(exp.algorithm)} on {escape(exp.environment.env)} "
-                  f"({exp.num_trials()} trial(s))")
-    for line in [*checked.lines, numerics.describe(), f"storage: {checked.storage.uri} ({checked.storage.source})"]:
-        console.print(line, markup=False, highlight=False)
-    if args.dry_run:
-        console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
-        console.print("resolved experiment:")
-        console.print(yaml.safe_dump(exp.model_dump(mode="json"), sort_keys=False), markup=False)
-        return 0
-    from experiments.sweep.pipeline import run_experiment
-
-    return run_experiment(checked, ray_target, args, console)
+        return int(run_listing(RunRequest(args.conf, parse_overrides(args.overrides), options, clock), console,
+                               dry_run=True))
+    print_plan(console, api.plan(args.conf, args.overrides, options, console), resolved=True)
+    return int(ExitCode.OK)
 
 
 if __name__ == "__main__":

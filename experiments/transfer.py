@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
-import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
-from envs.errors import InputError
-from experiments.shell import exit_code, terminal_console
-from experiments.tracking.store import default_tracking_uri
+from experiments.api.transfers import transfer
+from experiments.shell import exit_code
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -40,84 +35,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     args = parse_args(argv)
-    return exit_code(lambda: transfer(args))
-
-
-def transfer(args: argparse.Namespace) -> int:
-    import mlflow
-
-    import envs
-    from algos.online_comparator import online_learners
-    from experiments.results.promotion import resolve_version
-    from experiments.tracking.runs import make_client
-
-    missing = [path for path in args.histories if not Path(path).is_file()]
-    if missing:
-        raise InputError(f"{missing[0]}: no such file; give a CI history in the RETECS or enriched format")
-    tracking_uri = args.tracking_uri or default_tracking_uri()
-    client = make_client(tracking_uri)
-    mlflow.set_tracking_uri(tracking_uri)  # where models:/ URIs resolve
-    version = resolve_version(client, args.model)
-    family = envs.family(version.tags.get("env", ""))
-    score = family.transfer_function()
-    if score is None:
-        raise InputError(f"{args.model}: its env ({family.env_id or 'unknown'}) has no scoring on other data "
-                         "(envs.EnvFamily.transfer): only the execution agent's models can be scored this way")
-    model = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}").unwrap_python_model()
-    learners = online_learners(model.policy) if args.online else {}
-    console = terminal_console()
-    for path in args.histories:
-        report = score(model.policy, model.inputs, path, learners)
-        console.print(f"\n{version.name} version {version.version} on {path}", markup=False)
-        console.print(report.table.to_string(float_format=lambda x: f"{x:.4f}"), markup=False)
-        for note in report.notes:
-            console.print(f"  {note}", markup=False)
-        _log(client, version, path, report, args.output)
-    return 0
-
-
-def _log(client: Any, version: Any, path: str, report: Any, output: Path | None) -> None:
-    """One MLflow run per scored history: the headline numbers as metrics, both tables as artifacts. Through the
-    client, not mlflow's active-experiment state, so a caller's own runs (e.g. a sweep in the same process) are
-    not moved to this experiment."""
-    from mlflow.entities import Metric, RunTag
-
-    from envs.datasets import whole_file
-    from experiments.tracking.datasets import log_data_parts
-    from experiments.tracking.runs import log_metric_entities
-
-    stem = Path(path).stem
-    name = f"{version.name}-transfer"
-    experiment = client.get_experiment_by_name(name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
-    run_id = client.create_run(experiment_id, run_name=f"{stem} v{version.version}").info.run_id
-    now = int(time.time() * 1000)
-    metrics = [Metric(f"{_metric_name(strategy)}/{column}", float(row[column]), now, 0)
-               for strategy, row in report.table.iterrows() for column in ("paper_apfdc", "paper_ttff", "paper_apfd", "paper_nrpa")
-               if row[column] == row[column]]  # not NaN
-    # Each strategy's APFDc (failing cycles) and NRPA per cycle, step = the cycle's position: the chart view overlays
-    # the strategies.
-    metrics += [Metric(f"{_metric_name(row.strategy)}/cycle_{column}", float(getattr(row, column)), now,
-                       int(row.position))
-                for row in report.per_cycle.itertuples() for column in ("apfdc", "nrpa")
-                if getattr(row, column) == getattr(row, column)]
-    log_metric_entities(client, run_id, metrics)
-    client.log_batch(run_id, tags=[RunTag("model", f"models:/{version.name}/{version.version}"),
-                                   RunTag("history", str(Path(path).resolve()))])
-    log_data_parts(client, run_id, [whole_file(path, "transfer", int(report.per_cycle["position"].max()))])
-    with tempfile.TemporaryDirectory() as folder:
-        target = output or Path(folder)
-        target.mkdir(parents=True, exist_ok=True)
-        report.table.to_csv(target / f"{stem}.table.csv")
-        report.per_cycle.to_csv(target / f"{stem}.cycles.csv", index=False)
-        client.log_artifact(run_id, str(target / f"{stem}.table.csv"))
-        client.log_artifact(run_id, str(target / f"{stem}.cycles.csv"))
-    client.set_terminated(run_id)
-
-
-def _metric_name(strategy: str) -> str:
-    """A strategy's name as an MLflow metric prefix (letters, digits, _ - . / only)."""
-    return re.sub(r"[^\w\-./]+", "_", strategy).strip("_")
+    return exit_code(lambda: transfer(args.model, args.histories, args.online, args.output, args.tracking_uri))
 
 
 if __name__ == "__main__":

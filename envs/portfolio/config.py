@@ -21,28 +21,46 @@ class PortfolioConfig(BarsConfig):
 
     ENV_LABEL: ClassVar[str] = "portfolio env"
 
-    # The universe: one bars file per asset (data_paths), one wide table of ASSET:field columns (table_path, and
-    # which of its assets), or a seeded synthetic universe (envs.trading.synthetic_universe).
-    source: Literal["file", "synthetic"] = "file"
-    data_paths: list[str] | None = None
-    table_path: str | None = None
-    assets: list[str] | None = None
-    timeframe: str | None = None  # a wide table's bar interval (files record theirs)
-    synthetic_assets: int = Field(default=20, ge=2)
-    synthetic_bars: int = Field(default=20_000, ge=200)
-    synthetic_seed: int = 0
-    synthetic_model: Literal["planted", "noise"] = "planted"
-    synthetic_signal: float = Field(default=1.0, ge=0, le=10)  # the planted drift's strength (x the model's own)
-    split: Literal["train", "validation", "test"] = "train"
-    # Scores to weights (envs.portfolio.weights): long_only softmax(kappa * score), or long_short tanh weights with
-    # sum(|w|) <= gross_cap.
-    weights: Literal["long_only", "long_short"] = "long_only"
-    kappa: float = Field(default=5.0, gt=0, le=50)
-    gross_cap: float = Field(default=1.0, gt=0, le=3)
-    features: list[Any] = Field(default_factory=lambda: list(DEFAULT_FEATURES))
-    # A baseline of the user's own: these weights ({cash: 0.4, BTC-USD: 0.3, ...}, an asset left out holds 0)
-    # rebalanced to at every decision, scored and judged next to the others as `fixed_weights`.
-    fixed_weights: dict[str, float] | None = None
+    source: Literal["file", "synthetic"] = Field(
+        default="file",
+        description="Where the universe comes from: file (data_paths or table_path) or a seeded synthetic universe "
+                    "(envs.trading.synthetic_universe).")
+    data_paths: list[str] | None = Field(
+        default=None, description="source file: one bars file per asset (the other way is table_path).")
+    table_path: str | None = Field(
+        default=None, description="source file: one wide table of ASSET:field columns (the other way is data_paths).")
+    assets: list[str] | None = Field(
+        default=None, description="With table_path: which of the table's assets form the universe. None: all of them.")
+    timeframe: str | None = Field(
+        default=None, description="A wide table's bar interval, e.g. 1d (bars files record theirs).")
+    synthetic_assets: int = Field(default=20, ge=2, description="source synthetic: assets in the universe.")
+    synthetic_bars: int = Field(default=20_000, ge=200, description="source synthetic: bars to generate per asset.")
+    synthetic_seed: int = Field(default=0, ge=0, description="source synthetic: the seed of the generated universe.")
+    synthetic_model: Literal["planted", "noise"] = Field(
+        default="planted",
+        description="source synthetic: planted (a persistent drift the agent can learn) or noise (the same drift "
+                    "shuffled in time: nothing to learn).")
+    synthetic_signal: float = Field(default=1.0, ge=0, le=10,
+                                    description="source synthetic: the planted drift's strength (x the model's own).")
+    split: Literal["train", "validation", "test"] = Field(
+        default="train", description="Which part of the fold the env trades.")
+    weights: Literal["long_only", "long_short"] = Field(
+        default="long_only",
+        description="How scores become weights (envs.portfolio.weights): long_only softmax(kappa * score), or "
+                    "long_short tanh weights with sum(|w|) <= gross_cap.")
+    kappa: float = Field(default=5.0, gt=0, le=50,
+                         description="long_only: the softmax's sharpness; higher concentrates the weights.")
+    gross_cap: float = Field(default=1.0, gt=0, le=3,
+                             description="long_short: the most sum(|w|) may be (the gross exposure).")
+    features: list[Any] = Field(
+        default_factory=lambda: list(DEFAULT_FEATURES),
+        description="What the agent sees of each asset's bars (envs.trading.features.spec). Default: features of the "
+                    "close alone (log return, 24-bar volatility, trend over 24 and 96 bars, 14-bar RSI), so "
+                    "close-only universes work too.")
+    fixed_weights: dict[str, float] | None = Field(
+        default=None,
+        description="A baseline of the user's own: these weights ({cash: 0.4, BTC-USD: 0.3, ...}, an asset left out "
+                    "holds 0) rebalanced to at every decision, scored next to the others as fixed_weights.")
 
     @model_validator(mode="after")
     def _one_universe(self) -> "PortfolioConfig":

@@ -23,30 +23,46 @@ class BarsConfig(StrictModel):
     model_config = ConfigDict(frozen=True)
     ENV_LABEL: ClassVar[str] = "trading env"  # how refusals name the env
 
-    # How many bars make a year, for every annualized figure (envs.trading.calendar): 24/7 (365 days of bars),
-    # weekdays (the bars per year of the data's span: weekends closed) or the number itself. None: the data's own
-    # (the file's metadata, else detected from its bars). A calendar that closes days holding bars is refused.
-    calendar: str | float | None = None
-    # The time splits: `protocol` (envs.splits.Protocol as a mapping; the platform fills it from
-    # evaluation.protocol) and which of its folds this env is; without it, the holdout split_fractions.
-    split_fractions: tuple[float, ...] = (0.7, 0.15, 0.15)
-    protocol: dict[str, Any] | str | None = None
-    fold: int = Field(default=0, ge=0)
-    # Bars between decisions: the agent decides every `decision_interval` bars and holds in between (one env step =
-    # that many bars; the reward is the log equity change over them). 1 decides every bar.
-    decision_interval: int = Field(default=1, ge=1)
-    window: int = Field(default=24, ge=1)
-    episode_length: int | None = Field(default=720, ge=2)  # None: walk the whole split
-    # Costs in basis points of the notional traded; 10,000 bps would be the whole notional.
-    fee_bps: float = Field(default=10.0, ge=0, lt=10_000)
-    slippage_bps: float = Field(default=2.0, ge=0, lt=10_000)
-    reward_scale: float = Field(default=100.0, gt=0)
-    # What the agent sees of each bar: feature sets, transforms, TA-Lib functions and blocks (higher timeframes,
-    # other markets, outside series), envs.trading.features.spec; each family has its default.
-    features: list[Any] = Field(default_factory=list)
-    # Where computed feature matrices are cached by content (a folder or s3:// URI; the platform sets it to the
-    # run's storage root + features/). None: computed once per process.
-    feature_store: str | None = None
+    calendar: str | float | None = Field(
+        default=None,
+        description="How many bars make a year, for every annualized figure (envs.trading.calendar): 24/7 (365 days "
+                    "of bars), weekdays (weekends closed) or the number itself. None: the data's own (the file's "
+                    "metadata, else detected); a calendar that closes days holding bars is refused.")
+    split_fractions: tuple[float, ...] = Field(
+        default=(0.7, 0.15, 0.15),
+        description="The holdout split's (train, validation, test) fractions of the bars, in time order; unused (and "
+                    "refused) when evaluation.protocol cuts folds.")
+    protocol: dict[str, Any] | str | None = Field(
+        default=None,
+        description="The time splits as an envs.splits.Protocol mapping; the platform fills it from "
+                    "evaluation.protocol, so a file rarely sets it. None: the holdout split_fractions.")
+    fold: int = Field(default=0, ge=0,
+                      description="Which fold of the protocol this env trades; the platform sets it per trial.")
+    decision_interval: int = Field(
+        default=1, ge=1,
+        description="Bars between decisions: the agent decides every this many bars and holds in between (one env "
+                    "step; the reward is the log equity change over them). 1 decides every bar; longer trades less.")
+    window: int = Field(default=24, ge=1,
+                        description="Bars of history the agent sees at each decision.")
+    episode_length: int | None = Field(
+        default=720, ge=2,
+        description="Bars per training episode (a random window of the train part); None: walk the whole split.")
+    fee_bps: float = Field(default=10.0, ge=0, lt=10_000,
+                           description="Fee in basis points of the notional traded (10,000 would be all of it).")
+    slippage_bps: float = Field(default=2.0, ge=0, lt=10_000,
+                                description="Slippage in basis points of the notional traded, paid on top of the fee.")
+    reward_scale: float = Field(default=100.0, gt=0,
+                                description="The log equity change is multiplied by this to give the reward, so "
+                                            "rewards are of a size networks learn well from.")
+    features: list[Any] = Field(
+        default_factory=list,
+        description="What the agent sees of each bar: feature sets, transforms, TA-Lib functions and blocks (higher "
+                    "timeframes, other markets, outside series), envs.trading.features.spec; each family has its "
+                    "default.")
+    feature_store: str | None = Field(
+        default=None,
+        description="Where computed feature matrices are cached by content (a folder or s3:// URI); the platform sets "
+                    "it to the run's storage root + features/. None: computed once per process.")
 
     @classmethod
     def from_dict(cls, config: dict[str, Any] | None) -> Any:

@@ -55,30 +55,50 @@ class TradingConfig(BarsConfig):
     """Everything that defines the market an agent trades; built from the env_config dict (the keys every trading
     family shares are envs.trading.bars_config.BarsConfig's)."""
 
-    # Where bars come from: "file" reads data_path, or <data_dir>/<symbol>_<timeframe>.parquet when
-    # data_path is null; "synthetic" generates a seeded market labeled synthetic (see envs.trading.synthetic).
-    source: Literal["file", "synthetic"] = "file"
-    data_path: str | None = str(DEFAULT_DATA)
-    data_dir: str = str(DEFAULT_DATA.parent)
-    symbol: str = "BTC-USD"
-    timeframe: str | None = None  # None: read from the parquet's metadata (synthetic: 1h)
-    synthetic_bars: int = Field(default=20_000, ge=100)
-    synthetic_seed: int = 0
-    synthetic_model: str = "regimes"  # envs.trading.sources.SYNTHETIC_MODELS: regimes, random_walk, planted_signal
-    split: Literal["train", "validation", "test", "validation_a", "validation_b"] = "train"
-    # Discrete sets pick a whole position: long_flat (0, 1), long_short (-1, 0, 1). Continuous positions size it:
-    # the action is the target exposure (fraction of equity in the coin) in [0, 1] (continuous) or [-1, 1]
-    # (continuous_long_short, shorts under the same margin rules). envs.trading.positions.
-    positions: Literal["long_flat", "long_short", "continuous", "continuous_long_short"] = "long_flat"
-    # Continuous positions only: a target closer than this to the held exposure is not traded (no dust
-    # rebalancing, no fee). Refused with a discrete set rather than ignored: its changes are whole positions
-    # (1 or more), which no min_trade < 1 can hold back, so a value set there is a mistake about what it does.
-    min_trade: float = Field(default=DEFAULT_MIN_TRADE, ge=0, lt=1)
-    # A short is liquidated (and the episode terminated) when equity <= maintenance_margin x the value of
-    # the borrowed coins, checked at every open and close (envs.trading.ledger). Longs borrow nothing.
-    maintenance_margin: float = Field(default=DEFAULT_MAINTENANCE_MARGIN, gt=0, lt=1)
-    # The default is the eight features of `basic`.
-    features: list[Any] = Field(default_factory=lambda: list(DEFAULT_FEATURES))
+    source: Literal["file", "synthetic"] = Field(
+        default="file",
+        description="Where bars come from: file reads data_path (or <data_dir>/<symbol>_<timeframe>.parquet when "
+                    "data_path is null); synthetic generates a seeded market labeled synthetic (envs.trading.synthetic).")
+    data_path: str | None = Field(
+        default=str(DEFAULT_DATA),
+        description="The bars file (parquet or CSV; relative paths resolve against the experiment file's folder). "
+                    "Default: the repository's data/raw/BTC-USD_1h.parquet; null: found in data_dir by symbol.")
+    data_dir: str = Field(
+        default=str(DEFAULT_DATA.parent),
+        description="With data_path null: the folder of <symbol>_<timeframe>.parquet files (default: the "
+                    "repository's data/raw), e.g. to grid over symbols.")
+    symbol: str = Field(default="BTC-USD", description="The coin traded, e.g. ETH-USD: names its data file and tags "
+                                                       "the runs.")
+    timeframe: str | None = Field(
+        default=None, description="The bar interval, e.g. 1h. None: read from the parquet's metadata (synthetic: 1h).")
+    synthetic_bars: int = Field(default=20_000, ge=100, description="source synthetic: how many bars to generate.")
+    synthetic_seed: int = Field(default=0, ge=0,
+                                description="source synthetic: the seed of the generated market (one market per seed).")
+    synthetic_model: str = Field(
+        default="regimes",
+        description="source synthetic: the generator, one of envs.trading.sources.SYNTHETIC_MODELS (regimes, "
+                    "random_walk, planted_signal...).")
+    split: Literal["train", "validation", "test", "validation_a", "validation_b"] = Field(
+        default="train",
+        description="Which part of the fold the env trades: train, validation (or its halves validation_a and "
+                    "validation_b: choose on one, judge on the other) or test.")
+    positions: Literal["long_flat", "long_short", "continuous", "continuous_long_short"] = Field(
+        default="long_flat",
+        description="Discrete sets pick a whole position: long_flat (0, 1), long_short (-1, 0, 1); continuous "
+                    "positions size it as a target exposure in [0, 1] (continuous) or [-1, 1] (continuous_long_short) "
+                    "(envs.trading.positions).")
+    min_trade: float = Field(
+        default=DEFAULT_MIN_TRADE, ge=0, lt=1,
+        description="Continuous positions only (refused with a discrete set): a target closer than this to the held "
+                    "exposure is not traded, so no dust rebalancing or fee.")
+    maintenance_margin: float = Field(
+        default=DEFAULT_MAINTENANCE_MARGIN, gt=0, lt=1,
+        description="A short is liquidated (and the episode terminated) when equity <= maintenance_margin x the value "
+                    "of the borrowed coins, checked at every open and close (envs.trading.ledger).")
+    features: list[Any] = Field(
+        default_factory=lambda: list(DEFAULT_FEATURES),
+        description="What the agent sees of each bar (envs.trading.features.spec): feature sets, transforms, TA-Lib "
+                    "functions and blocks of other timeframes or markets. Default: the eight features of basic.")
 
     @field_validator("synthetic_model")
     @classmethod

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from experiments.benchmark import common
 from experiments.benchmark.common import BENCHMARKS, Budget, PeerMissing
+from experiments.shell import exit_code
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -66,6 +67,10 @@ def print_table(console, document: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     from rich.console import Console
 
     raw_argv = list(sys.argv[1:] if argv is None else argv)

@@ -10,8 +10,6 @@
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,22 +43,18 @@ def run(budget: Budget) -> Report:
     from envs.agents.testprio.dataset import prepare
     from envs.agents.testprio.evaluate import agent_order
     from envs.agents.testprio.learning_to_rank import LearningToRank
+    from experiments import api
 
-    smoke = ["--smoke-test"] if budget.quick else []
     with tempfile.TemporaryDirectory() as folder:
         uri = f"sqlite:///{Path(folder) / 'mlflow.db'}"
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "experiments.run", str(CONF), *smoke, "--no-dashboard",
-                               "--output", str(Path(folder) / "runs"), "--set", f"tracking.tracking_uri={uri}"],
-                              cwd=REPO, capture_output=True, text=True, timeout=3600)
+        result = api.run(CONF, [f"tracking.tracking_uri={uri}"],
+                         api.RunOptions(smoke_test=budget.quick, dashboard=False, output=Path(folder) / "runs"))
         training = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise RuntimeError(f"experiments.run failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-800:]}")
+        if not result.ok or result.model_uri() is None:
+            raise RuntimeError(f"api.run failed (exit {result.exit_code:d}): {'; '.join(result.partial)}")
         mlflow.set_tracking_uri(uri)
-        client = mlflow.MlflowClient(uri)
-        [model] = client.search_registered_models()
-        version = max(client.search_model_versions(f"name = '{model.name}'"), key=lambda v: int(v.version))
-        inner = mlflow.pyfunc.load_model(f"models:/{model.name}/{version.version}").unwrap_python_model()
+        inner = mlflow.pyfunc.load_model(result.model_uri()).unwrap_python_model()
     reader, policy = inner.inputs, inner.policy
     pooled = prepare(parse_config(reader.training_config()))
     started = time.perf_counter()
@@ -81,9 +75,9 @@ def run(budget: Budget) -> Report:
         updates.append((time.perf_counter() - begun) * 1000)
     p95 = float(np.percentile(agent, 95))
     sizes = held_out.history.cycle_sizes[held_out.history.cycle_sizes >= 2]
-    budget_note = "the smoke budget (--quick)" if smoke else "the shipped conf's budget"
+    budget_note = "the smoke budget (--quick)" if budget.quick else "the shipped conf's budget"
     return Report("testprio", __doc__.splitlines()[0], "the cross-project DQN comparator", "LightGBM lambdarank", [
-        Figure("training the cross-project model (command line) vs fitting learning-to-rank", "s", training, fit,
+        Figure("training the cross-project model (api.run) vs fitting learning-to-rank", "s", training, fit,
                higher_is_better=False, target="<= 600 s", met=training <= 600.0,
                note=f"{budget_note}; the command includes Ray's start, the sweep, scoring and registration"),
         Figure(f"ranking one cycle of {HELD_OUT.name}, 95th percentile, vs learning-to-rank", "ms", p95,

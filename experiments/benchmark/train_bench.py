@@ -9,7 +9,7 @@ not training). Peer: SB3 `DQN("MlpPolicy")` on the same env and env_config with 
 layers, batch size, learning rate, gamma, buffer size, learning start, target update period,
 gradient clipping and replay ratio (replayed samples per env step: RLlib's `training_intensity`,
 SB3's `batch_size * gradient_steps / train_freq`). Both run in this process with one torch thread
-(what `experiments.sweep.pipeline` sets for the driver). Env steps/s = steps sampled / wall time of the
+(what `experiments.api.pipeline` sets for the driver). Env steps/s = steps sampled / wall time of the
 training loop (algorithm construction and Ray start are reported apart).
 """
 from __future__ import annotations

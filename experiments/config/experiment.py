@@ -28,40 +28,91 @@ from experiments.tracking.store import default_tracking_uri
 
 
 class EnvironmentSection(Section):
-    env: str = Field(description="a registered Gymnasium id: a key of envs.ENVIRONMENTS or e.g. CartPole-v1")
-    env_config: dict[str, Any] = Field(default_factory=dict)
+    """Which env the agent acts in and how it is configured."""
+
+    env: str = Field(description="The env to train in: a registered Gymnasium id, a key of envs.ENVIRONMENTS (an env "
+                                 "family of the platform) or any other, e.g. CartPole-v1. Required once the file "
+                                 "and its `extends:` chain are merged.")
+    env_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The env's settings; their keys are those of the env family of `env` (python -m "
+                    "experiments.config explain environment.env_config.KEY). A plain Gymnasium id takes them as "
+                    "keyword arguments of gymnasium.make.")
 
 
 class EnvRunnersSection(Section):
-    # None: the hardware preset decides.
-    num_env_runners: int | None = Field(default=None, ge=0)
-    num_envs_per_env_runner: int | None = Field(default=None, ge=1)
-    num_cpus_per_env_runner: float | None = Field(default=None, gt=0)
-    rollout_fragment_length: Annotated[int, Field(ge=1)] | Literal["auto"] = 4  # auto: RLlib sizes it (PPO)
+    """RLlib's env runners, the processes that step the envs and collect experience; None leaves a setting
+    to the hardware preset."""
+
+    num_env_runners: int | None = Field(
+        default=None, ge=0,
+        description="Env-runner processes per trial (0: the trial's own process steps the envs). None: the hardware "
+                    "preset decides; set it to pin the sampling parallelism whatever the machine.")
+    num_envs_per_env_runner: int | None = Field(
+        default=None, ge=1,
+        description="Envs each env runner steps together as one vector env. None: the hardware preset decides; more "
+                    "envs batch the policy's forward passes.")
+    num_cpus_per_env_runner: float | None = Field(
+        default=None, gt=0,
+        description="CPUs Ray reserves for each env runner (fractions share a core). None: the hardware preset "
+                    "decides.")
+    rollout_fragment_length: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        default=4,
+        description="Env steps each env collects per sample call. Small fragments with vector envs keep an "
+                    "off-policy replay ratio steady; auto lets RLlib size it from the batch (PPO).")
 
 
 class LearnersSection(Section):
-    num_learners: int | None = Field(default=None, ge=0)
-    num_gpus_per_learner: float | None = Field(default=None, ge=0)
+    """RLlib's learners, which update the weights; None leaves a setting to the hardware preset."""
+
+    num_learners: int | None = Field(
+        default=None, ge=0,
+        description="Learner processes per trial (0: the trial's own process learns; 2 or more: data-parallel "
+                    "updates that split the batch). None: the hardware preset decides.")
+    num_gpus_per_learner: float | None = Field(
+        default=None, ge=0,
+        description="GPUs each learner takes (a fraction lets several trials share one GPU; 0: CPU). None: the "
+                    "hardware preset decides.")
 
 
 class RLModuleSection(Section):
-    fcnet_hiddens: list[int] = Field(default_factory=lambda: [128, 128])
-    fcnet_activation: Literal["relu", "tanh", "swish", "linear"] = "relu"
-    head_fcnet_hiddens: list[int] = Field(default_factory=list)
+    """The network of RLlib's default RLModule (a portfolio model is sized by training.model_hiddens instead)."""
+
+    fcnet_hiddens: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [128, 128],
+        description="Hidden layer sizes of the network's shared body (the encoder): wider or deeper for richer "
+                    "observations, smaller for speed.")
+    fcnet_activation: Literal["relu", "tanh", "swish", "linear"] = Field(
+        default="relu", description="Activation function of the hidden layers.")
+    head_fcnet_hiddens: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=list,
+        description="Hidden layer sizes of the heads on top of the body (Q values, policy, value); empty: each head "
+                    "is one linear layer.")
 
 
 class EvaluationSection(Section):
     """RLlib's periodic evaluation, used for model selection (never on the test split), and the protocol
     that cuts the data into (train, validation, test) folds."""
 
-    evaluation_interval: int | None = Field(default=None, ge=1)
-    evaluation_duration: int = Field(default=1, ge=1)
-    evaluation_duration_unit: Literal["episodes", "timesteps"] = "episodes"
-    env_config: dict[str, Any] = Field(default_factory=dict)
-    # holdout, or {type: walk_forward, folds, train: expanding|rolling, train_size, validation_size,
-    # test_size, embargo} (envs.splits.Protocol). None: the env's own split (holdout).
-    protocol: dict[str, Any] | str | None = None
+    evaluation_interval: int | None = Field(
+        default=None, ge=1,
+        description="Run RLlib's greedy evaluation every this many training iterations; None: never (no "
+                    "evaluation/* results to select on). Set it to select checkpoints on validation data.")
+    evaluation_duration: int = Field(
+        default=1, ge=1,
+        description="How much each evaluation runs, in evaluation_duration_unit: more gives a steadier validation "
+                    "score at more cost.")
+    evaluation_duration_unit: Literal["episodes", "timesteps"] = Field(
+        default="episodes", description="Whether evaluation_duration counts episodes or env steps.")
+    env_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="env_config keys laid over environment.env_config for evaluation (e.g. split: validation, "
+                    "episode_length: null); the test split is refused: model selection must not see it.")
+    protocol: dict[str, Any] | str | None = Field(
+        default=None,
+        description="How the data is cut into (train, validation, test) folds: holdout, or {type: walk_forward, "
+                    "folds, train: expanding|rolling, train_size, validation_size, test_size, embargo} "
+                    "(envs.splits.Protocol). None: the env's own split (holdout).")
 
     @field_validator("protocol")
     @classmethod
@@ -77,8 +128,16 @@ class EvaluationSection(Section):
 
 
 class ReportingSection(Section):
-    min_sample_timesteps_per_iteration: int = Field(default=1000, ge=1)
-    min_time_s_per_iteration: float | None = Field(default=None, ge=0)
+    """How much one training iteration (one reported result) holds."""
+
+    min_sample_timesteps_per_iteration: int = Field(
+        default=1000, ge=1,
+        description="Env steps one training iteration samples at least: an iteration is the unit of tune.stop, "
+                    "evaluation_interval and checkpoints, so this sets how much training each one holds.")
+    min_time_s_per_iteration: float | None = Field(
+        default=None, ge=0,
+        description="Seconds one training iteration lasts at least (None: no minimum); for iterations of a steady "
+                    "wall-clock length.")
 
 
 class SelectSection(Section):
@@ -86,8 +145,14 @@ class SelectSection(Section):
     validation score `tune.metric`, smoothed over the last `smooth` iterations, and only among iterations after
     the algorithm's exploration has decayed when `after_exploration` (docs/verdicts.md: the checkpoint study)."""
 
-    smooth: int = Field(default=1, ge=1)
-    after_exploration: bool = False
+    smooth: int = Field(
+        default=1, ge=1,
+        description="Score a checkpoint by the mean validation score of the last this many iterations (1: its own), "
+                    "so that one lucky evaluation does not pick it.")
+    after_exploration: bool = Field(
+        default=False,
+        description="Only iterations after the algorithm's exploration has decayed (DQN: the epsilon schedule's "
+                    "last point) can be chosen; earlier ones score as the worst.")
 
 
 class CheckpointSection(Section):
@@ -95,46 +160,90 @@ class CheckpointSection(Section):
     newest, which Tune always keeps). Only a checkpointed iteration can be scored: with frequency 1 the
     best validation iteration is always among them."""
 
-    frequency: int = Field(default=1, ge=0)
-    num_to_keep: int = Field(default=2, ge=1)
-    select: SelectSection = Field(default_factory=SelectSection)
+    frequency: int = Field(
+        default=1, ge=0,
+        description="Checkpoint every this many training iterations (0: only at the end). Only a checkpointed "
+                    "iteration can be chosen, so 1 keeps the best validation iteration among them.")
+    num_to_keep: int = Field(
+        default=2, ge=1,
+        description="Checkpoints kept per trial, the best by the selection score (Tune also keeps the newest); more "
+                    "keeps more disk.")
+    select: SelectSection = Field(
+        default_factory=SelectSection,
+        description="Which checkpoint of a trial is its choice and its score: smoothing and the exploration cut-off.")
 
 
 class SchedulerSection(Section):
     """`fifo` runs every trial to its stop criterion; `asha` stops weak trials early (by metric/mode)."""
 
-    type: Literal["fifo", "asha"] = "fifo"
-    grace_period: int = Field(default=2, ge=1)       # iterations before a trial can be stopped
-    reduction_factor: float = Field(default=3.0, gt=1)
-    max_t: int | None = Field(default=None, ge=1)     # None: the stop criterion's training_iteration
+    type: Literal["fifo", "asha"] = Field(
+        default="fifo",
+        description="fifo runs every trial to its stop criterion; asha stops weak trials early (by tune.metric and "
+                    "tune.mode) to spend the budget on promising ones.")
+    grace_period: int = Field(
+        default=2, ge=1, description="asha: training iterations a trial runs before it can be stopped.")
+    reduction_factor: float = Field(
+        default=3.0, gt=1,
+        description="asha: about 1/reduction_factor of the trials go on at each rung; larger stops more, sooner.")
+    max_t: int | None = Field(
+        default=None, ge=1,
+        description="asha: the most training iterations a trial runs. None: the stop criterion's training_iteration.")
 
 
 class TuneSection(Section):
-    metric: str = "env_runners/episode_return_mean"
-    mode: Literal["max", "min"] = "max"
-    num_samples: int = Field(default=1, ge=1)
-    seeds: list[int] = Field(default_factory=lambda: [0])
-    # Seeds the searcher (random sampling or Optuna's TPE): the same file samples the same points.
-    search_seed: int = 0
-    search_space: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
-    # random: Tune's variant generator (grids are expanded, other domains sampled); optuna: TPE.
-    search_alg: Literal["random", "optuna"] = "random"
-    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
-    # Any result key and a threshold, e.g. training_iteration, env_runners/num_env_steps_sampled_lifetime,
-    # time_total_s, or a target return env_runners/episode_return_mean: a trial stops at the first reached.
-    stop: dict[str, float] = Field(default_factory=lambda: {"training_iteration": 10})
-    # Pick and score the best trial per value of this setting, e.g. environment.env_config.symbol.
-    group_by: str | None = None
-    max_concurrent_trials: int | None = Field(default=None, ge=1)  # None: the preset decides
-    # A trial whose worker dies (a killed process, a lost node, a storage blip) is retried from its last
-    # checkpoint this many times before it counts as failed (-1: always). A failed trial makes the run partial.
-    max_failures: int = Field(default=2, ge=-1)
-    # Custom Ray resources each trial asks for (its main process: the trainer that writes checkpoints), to
-    # place trials on the nodes that declare them, e.g. {gpu_node: 1} with `ray start --resources
-    # '{"gpu_node": 4}'` on those nodes only. The run refuses to start when no node declares one.
+    metric: str = Field(
+        default="env_runners/episode_return_mean",
+        description="The result key (\"/\"-separated) that ranks trials and checkpoints, e.g. "
+                    "evaluation/env_runners/episode_return_mean to select on validation data; it must be a key the "
+                    "algorithm reports.")
+    mode: Literal["max", "min"] = Field(default="max", description="Whether a higher or a lower tune.metric is better.")
+    num_samples: int = Field(
+        default=1, ge=1,
+        description="Points drawn from the search space (each grid combination is repeated this many times); every "
+                    "point runs once per seed.")
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0],
+        description="Every configuration runs once per seed (the trial's RLlib seed): more seeds tell luck from "
+                    "skill.")
+    search_seed: int = Field(
+        default=0, ge=0,
+        description="Seeds the searcher (random sampling or Optuna's TPE): the same file samples the same points; "
+                    "change it for other points.")
+    search_space: dict[str, dict[str, list[Any]]] = Field(
+        default_factory=dict,
+        description="Settings to search, by dotted key, each one form: {grid|choice: [values]}, {uniform|loguniform|"
+                    "randint: [low, high]} or {quniform|qloguniform|qrandint: [low, high, q]}, e.g. training.lr: "
+                    "{loguniform: [1e-4, 1e-3]}. In a file that extends another, null removes the base's search.")
+    search_alg: Literal["random", "optuna"] = Field(
+        default="random",
+        description="random: Tune's variant generator (grids expanded, other domains sampled); optuna: TPE, which "
+                    "learns from earlier trials (no grids, one seed).")
+    scheduler: SchedulerSection = Field(
+        default_factory=SchedulerSection, description="Whether weak trials are stopped early (fifo or asha).")
+    stop: dict[str, float] = Field(
+        default_factory=lambda: {"training_iteration": 10},
+        description="Result keys and thresholds, e.g. training_iteration, env_runners/num_env_steps_sampled_lifetime, "
+                    "time_total_s or a target return env_runners/episode_return_mean: a trial stops at the first "
+                    "reached.")
+    group_by: str | None = Field(
+        default=None,
+        description="A search_space key: the best trial is picked and scored per value of this setting, e.g. one "
+                    "model per coin of a grid over the coins. None: one best over all trials.")
+    max_concurrent_trials: int | None = Field(
+        default=None, ge=1, description="Trials run at once at most. None: the hardware preset decides.")
+    max_failures: int = Field(
+        default=2, ge=-1,
+        description="A trial whose worker dies (a killed process, a lost node, a storage blip) is retried from its "
+                    "last checkpoint this many times before it counts as failed (-1: always); a failed trial makes "
+                    "the run partial.")
     trial_resources: dict[Annotated[str, Field(min_length=1)], Annotated[float, Field(gt=0)]] = Field(
-        default_factory=dict)
-    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+        default_factory=dict,
+        description="Custom Ray resources each trial's main process asks for, to place trials on the nodes that "
+                    "declare them, e.g. {gpu_node: 1} with `ray start --resources '{\"gpu_node\": 4}'` on those nodes "
+                    "only; the run refuses to start when no node declares one.")
+    checkpoint: CheckpointSection = Field(
+        default_factory=CheckpointSection,
+        description="How often trials checkpoint, how many checkpoints they keep and which one is chosen.")
 
     @model_validator(mode="after")
     def _optuna_has_no_grids(self) -> "TuneSection":
@@ -162,35 +271,70 @@ class TuneSection(Section):
 
 
 class TrackingSection(Section):
-    tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else a sqlite store in ./mlruns
-    experiment_name: str | None = None  # None: the experiment's name
-    # CPU, memory, disk, network and (with the `gpu` extra) GPU use of every trial, sampled in the trial's own
-    # process (algos/system_metrics.py) and logged as system/* metrics of its run; false: none.
-    system_metrics: bool = True
-    system_metrics_interval_s: float = Field(default=10.0, gt=0, le=3600)
+    """Where the run's MLflow runs go and what they record."""
+
+    tracking_uri: str | None = Field(
+        default=None,
+        description="The MLflow tracking server or store (credentials never go here: MLFLOW_TRACKING_USERNAME/"
+                    "PASSWORD). None: MLFLOW_TRACKING_URI, else a sqlite store in ./mlruns.")
+    experiment_name: str | None = Field(
+        default=None, description="The MLflow experiment the runs are logged under. None: the experiment's name.")
+    system_metrics: bool = Field(
+        default=True,
+        description="Log the CPU, memory, disk, network and (with the `gpu` extra) GPU use of every trial, sampled in "
+                    "its own process (algos/system_metrics.py), as system/* metrics of its run; false: none.")
+    system_metrics_interval_s: float = Field(
+        default=10.0, gt=0, le=3600,
+        description="Seconds between two samples of system_metrics: shorter shows spikes, longer logs less.")
 
 
 class ExperimentConfig(Section):
-    name: str
-    description: str = ""
-    algorithm: str = "dqn"  # a key of algos.ALGORITHMS; it brings the model of the training section
-    hardware: str | None = None
-    # Where Tune's results, checkpoints and the resume file go: a folder or s3://bucket/prefix
-    # (experiments.storage.filesystem); --storage and RLPLATFORM_STORAGE also set it. None: the --output folder.
-    storage: str | None = None
-    environment: EnvironmentSection
-    env_runners: EnvRunnersSection = Field(default_factory=EnvRunnersSection)
-    learners: LearnersSection = Field(default_factory=LearnersSection)
-    training: TrainingBase = Field(default_factory=TrainingBase)  # the algorithm's own subclass (experiment_model)
-    rl_module: RLModuleSection = Field(default_factory=RLModuleSection)
-    evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
-    reporting: ReportingSection = Field(default_factory=ReportingSection)
-    tune: TuneSection = Field(default_factory=TuneSection)
-    tracking: TrackingSection = Field(default_factory=TrackingSection)
-    retrain: RetrainSection = Field(default_factory=RetrainSection)  # python -m experiments.retrain
-    # A checkpoint every trial starts from (weights and optimizer state; the replay buffer starts empty): what
-    # experiments.retrain's incremental mode sets to the champion's. None: trials start from scratch.
-    warm_start: str | None = None
+    name: str = Field(
+        description="The experiment's name: it names the MLflow experiment, the output folder and the registered "
+                    "model. Required once the file and its `extends:` chain are merged.")
+    description: str = Field(default="", description="One line on what the experiment is, shown with its results.")
+    algorithm: str = Field(
+        default="dqn",
+        description="The algorithm, a key of algos.ALGORITHMS (dqn, ppo, sac); it brings the model of the training "
+                    "section, so changing it starts training afresh.")
+    hardware: str | None = Field(
+        default=None,
+        description="The hardware preset (a file of conf/hardware, or auto) that sizes runners, learners, batches and "
+                    "concurrency; --hardware and GPU_PROFILE take precedence. None: detected.")
+    storage: str | None = Field(
+        default=None,
+        description="Where Tune's results, checkpoints and the resume file go: a folder or s3://bucket/prefix "
+                    "(experiments.storage.filesystem); --storage and RLPLATFORM_STORAGE also set it. None: the "
+                    "--output folder.")
+    environment: EnvironmentSection = Field(description="The env and its env_config.")
+    env_runners: EnvRunnersSection = Field(
+        default_factory=EnvRunnersSection, description="RLlib's env runners: how experience is collected.")
+    learners: LearnersSection = Field(
+        default_factory=LearnersSection, description="RLlib's learners: how many update the weights, on what.")
+    training: TrainingBase = Field(
+        default_factory=TrainingBase,  # the algorithm's own subclass (experiment_model)
+        description="The algorithm's training settings: its keys depend on `algorithm` (python -m experiments.config "
+                    "explain training).")
+    rl_module: RLModuleSection = Field(
+        default_factory=RLModuleSection, description="The network of RLlib's default RLModule.")
+    evaluation: EvaluationSection = Field(
+        default_factory=EvaluationSection,
+        description="Periodic greedy evaluation for model selection, and the protocol that cuts the data into folds.")
+    reporting: ReportingSection = Field(
+        default_factory=ReportingSection, description="How much one training iteration holds.")
+    tune: TuneSection = Field(
+        default_factory=TuneSection,
+        description="The sweep: metric, seeds, search space, scheduler, stop criterion and checkpoints.")
+    tracking: TrackingSection = Field(
+        default_factory=TrackingSection, description="MLflow: where runs are logged and what system use they record.")
+    retrain: RetrainSection = Field(
+        default_factory=RetrainSection,
+        description="How python -m experiments.retrain makes a challenger and judges it against the champion.")
+    warm_start: str | None = Field(
+        default=None,
+        description="A checkpoint every trial starts from (weights and optimizer state; the replay buffer starts "
+                    "empty): what experiments.retrain's incremental mode sets to the champion's. None: trials start "
+                    "from scratch.")
     # Search-space keys that a --set override pinned to one value (removed from tune.search_space).
     _pinned: dict[str, Any] = PrivateAttr(default_factory=dict)
     # Every dotted key a --set override changed, and whether this is a --smoke-test version: both name

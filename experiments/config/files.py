@@ -9,19 +9,36 @@ directory (as any path typed in a shell).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 import envs
+from envs import work_counts
 from envs.errors import InputError, read_user_text
 
 EXTENDS = "extends"
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`training.lr=1e-4` -> (["training", "lr"], 0.0001); values are parsed as YAML."""
+@dataclass(frozen=True)
+class Override:
+    """One --set, parsed once where it enters (`parse_overrides`) and read by every step after."""
+
+    text: str             # as typed, for messages
+    path: tuple[str, ...]  # "training.lr" -> ("training", "lr")
+    value: Any            # parsed as YAML: "1e-4" -> 0.0001
+
+    @property
+    def key(self) -> str:
+        return ".".join(self.path)
+
+
+def parse_override(text: str) -> Override:
+    """`training.lr=1e-4` -> Override(path=("training", "lr"), value=0.0001); values are parsed as YAML."""
+    work_counts.count(work_counts.OVERRIDE_PARSES)
     if "=" not in text:
         raise InputError(f"--set {text!r}: write KEY=VALUE, e.g. --set training.lr=1e-4")
     key, _, raw = text.partition("=")
@@ -29,19 +46,23 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw)
     except yaml.YAMLError:
         value = raw
-    return key.strip().split("."), value
+    return Override(text, tuple(key.strip().split(".")), value)
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    for text in overrides:
-        path, value = parse_override(text)
+def parse_overrides(overrides: Iterable[str | Override]) -> tuple[Override, ...]:
+    """Each --set parsed once; ones already parsed pass through, so a caller may mix both."""
+    return tuple(item if isinstance(item, Override) else parse_override(item) for item in overrides)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Iterable[Override]) -> dict[str, Any]:
+    for override in overrides:
         node = raw
-        for part in path[:-1]:
+        for part in override.path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise InputError(f"--set {text!r}: {part!r} is not a section")
+                raise InputError(f"--set {override.text!r}: {part!r} is not a section")
             node = child
-        node[path[-1]] = value
+        node[override.path[-1]] = override.value
     return raw
 
 
@@ -122,14 +143,14 @@ def merge(base: dict[str, Any], delta: dict[str, Any], at: str = "") -> dict[str
     return merged
 
 
-def pin_overridden_searches(raw: dict[str, Any], overrides: list[str]) -> list[str]:
+def pin_overridden_searches(raw: dict[str, Any], overrides: Iterable[Override]) -> list[str]:
     """A --set of a key that tune.search_space searches pins it: the override wins and the key leaves
     the search space (the plan says so). Returns the pinned keys."""
     tune = raw.get("tune")
     space = tune.get("search_space") if isinstance(tune, dict) else None
     pinned = []
-    for text in overrides:
-        key = ".".join(parse_override(text)[0])
+    for override in overrides:
+        key = override.key
         if isinstance(space, dict) and key in space:
             del space[key]
             pinned.append(key)

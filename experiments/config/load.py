@@ -1,9 +1,10 @@
 """Load an experiment file: its `extends:` chain and --set overrides, validated by the strict model, then every
 check that needs no Ray (search paths and values, batch searches, result keys, the protocol, env_config files
-and the env family's own model). `experiments.plan.preflight` builds on this for --dry-run.
+and the env family's own model). `experiments.api.preflight` builds on this for --dry-run.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ from experiments.config.checks import (
 )
 from experiments.config.experiment import ExperimentConfig, experiment_model
 from experiments.config.files import (
+    Override,
     absolute_paths,
     apply_overrides,
     check_files_exist,
-    parse_override,
+    parse_overrides,
     pin_overridden_searches,
     read_experiment,
     switch_algorithm,
@@ -33,23 +35,26 @@ from experiments.config.protocol import apply_protocol
 from experiments.storage.filesystem import explicit_endpoints
 
 
-def load_experiment(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+def load_experiment(path: str | Path, overrides: Sequence[str | Override] | None = None,
+                    raw: dict[str, Any] | None = None) -> ExperimentConfig:
     """Read (with its `extends:` chain), override, validate and check everything that needs no Ray.
     Relative `*_path`/`*_dir` values resolve against the folder of the file that wrote them, and against
-    the working directory when they come from --set (as any path typed in a shell)."""
+    the working directory when they come from --set (as any path typed in a shell). `raw`: the file as
+    `read_experiment` read it, when the caller has it already (it is changed here)."""
     path = Path(path)
     source = str(path)
-    raw = read_experiment(path)
+    raw = read_experiment(path) if raw is None else raw
+    overrides = parse_overrides(overrides or ())
     notes: list[str] = []
-    set_keys = {".".join(parse_override(text)[0]) for text in overrides or []}
-    for text in overrides or []:  # --set algorithm=... starts training afresh, as extends: does
-        key, value = parse_override(text)
-        if key == ["algorithm"] and isinstance(value, str) and value != raw.get("algorithm", "dqn"):
+    set_keys = {override.key for override in overrides}
+    for override in overrides:  # --set algorithm=... starts training afresh, as extends: does
+        value = override.value
+        if override.path == ("algorithm",) and isinstance(value, str) and value != raw.get("algorithm", "dqn"):
             notes = [note for setting, note in switch_algorithm(raw, value, source).items()
                      if setting == "algorithm" or setting not in set_keys]
             notes += ready_made(path, raw, value) if value in algos.ALGORITHMS else []
-    raw = apply_overrides(raw, overrides or [])
-    pinned = pin_overridden_searches(raw, overrides or [])
+    raw = apply_overrides(raw, overrides)
+    pinned = pin_overridden_searches(raw, overrides)
     name = raw.get("algorithm", "dqn")
     if not isinstance(name, str):
         raise InputError(f"{source}: algorithm: write one name, e.g. algorithm: dqn (known: {', '.join(algos.ALGORITHMS)})")
@@ -75,7 +80,7 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Exp
                           f"{source}: evaluation")
     dumped = config.model_dump()
     config._pinned = {key: value_at(dumped, key) for key in pinned}  # as validated: 1e-4 is a float here
-    config._overridden = [".".join(parse_override(text)[0]) for text in overrides or []]
+    config._overridden = [override.key for override in overrides]
     config._notes = notes
     return config
 

@@ -20,22 +20,45 @@ from envs.validation import StrictModel
 
 
 class GateSection(StrictModel):
-    # Deflated Sharpe ratio (over every challenger tried) of the challenger's forward excess returns over the
-    # champion's, and over each baseline's; the challenger must also have the higher forward Sharpe.
-    min_dsr_vs_champion: float = Field(default=0.95, ge=0, le=1)
-    min_dsr_vs_baselines: float = Field(default=0.95, ge=0, le=1)
-    # The challenger sweep's probability of backtest overfitting, when it has one (a full sweep with 2+ trials).
-    max_pbo: float = Field(default=0.5, ge=0, le=1)
+    """What a challenger must show on the forward test to replace the champion (it must also have the higher
+    forward Sharpe)."""
+
+    min_dsr_vs_champion: float = Field(
+        default=0.95, ge=0, le=1,
+        description="The least deflated Sharpe ratio (over every challenger tried) of the challenger's forward "
+                    "returns in excess of the champion's; higher demands surer evidence.")
+    min_dsr_vs_baselines: float = Field(
+        default=0.95, ge=0, le=1,
+        description="The least deflated Sharpe ratio of the challenger's forward returns in excess of each "
+                    "baseline's.")
+    max_pbo: float = Field(
+        default=0.5, ge=0, le=1,
+        description="The most probability of backtest overfitting the challenger sweep may have, when it has one "
+                    "(a full sweep with 2+ trials).")
 
 
 class IncrementalSection(StrictModel):
-    iterations: int = Field(default=3, ge=1)
-    # Dotted settings applied on top of the champion's configuration (e.g. a shorter exploration schedule).
-    settings: dict[str, Any] = Field(default_factory=dict)
+    """The warm-started trial of mode: incremental."""
+
+    iterations: int = Field(default=3, ge=1, description="Training iterations of the warm-started trial.")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Dotted settings applied on top of the champion's configuration, e.g. {training.epsilon: "
+                    "[[0, 0.1], [4000, 0.02]]} (a warm policy explores less).")
 
 
 class RetrainSection(StrictModel):
-    mode: Literal["incremental", "full"] = "incremental"
-    forward_bars: int = Field(default=720, ge=2)
-    incremental: IncrementalSection = Field(default_factory=IncrementalSection)
-    gate: GateSection = Field(default_factory=GateSection)
+    """How `python -m experiments.retrain` makes a challenger and judges it (module docstring)."""
+
+    mode: Literal["incremental", "full"] = Field(
+        default="incremental",
+        description="incremental warm-starts one trial from the champion's checkpoint on the newest fold; full runs "
+                    "the whole sweep again.")
+    forward_bars: int = Field(
+        default=720, ge=2,
+        description="The newest bars, which neither model trains or is selected on: the forward test that judges "
+                    "the challenger.")
+    incremental: IncrementalSection = Field(
+        default_factory=IncrementalSection, description="mode incremental: the warm-started trial's length and settings.")
+    gate: GateSection = Field(default_factory=GateSection,
+                              description="The evidence a challenger needs to be promoted over the champion.")

@@ -12,10 +12,10 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from envs.errors import InputError
 from experiments.hardware.detect import ENV_VAR, detect_hardware, preset_for
 from experiments.hardware.plan import estimate, resolve_plan, trials_at_once
 from experiments.hardware.presets import HardwarePreset, is_auto, load_all_presets, load_preset
+from experiments.shell import exit_code
 
 SHOW_TIMEFRAMES = ("1h", "1d")
 DEFAULT_ENV_STEPS = 100_000
@@ -23,16 +23,11 @@ PIPED_WIDTH = 140
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; InputError becomes a one-line message and exit code 2."""
+    """Run one subcommand, ending as every command does (experiments.shell.exit_code)."""
     args = _parser().parse_args(argv)
     # Rich wraps at 80 columns when piped; tables are unreadable at that width.
     console = Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
-    try:
-        args.handler(args, console)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return exit_code(lambda: args.handler(args, console) or 0)
 
 
 def _parser() -> argparse.ArgumentParser:

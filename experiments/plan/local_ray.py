@@ -16,10 +16,10 @@ A cluster we join is not ours to change: none of this applies to it.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import MutableMapping
 
@@ -34,6 +34,7 @@ from experiments.shell import tool_command
 
 DEFAULT_DASHBOARD_PORT = 8265  # Ray's first choice, and the port the docs name
 
+LOOPBACK = "127.0.0.1"
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 NO_METRICS = {
     "RAY_enable_metrics_collection": "0",  # Ray's system config from the environment: no exporter in the agent
@@ -59,8 +60,19 @@ def make_private(session_dir: str | None) -> None:
         os.chmod(session_dir, stat.S_IRWXU)
 
 
-def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> bool:
-    """Join the cluster `target` names, or start a local Ray; returns True when we started it."""
+@dataclass(frozen=True)
+class LocalRay:
+    """How a Ray we start here shows itself: its dashboard (on this machine only unless asked) and its metrics."""
+
+    dashboard: bool = True
+    dashboard_host: str = LOOPBACK
+    dashboard_port: int | None = None
+    ray_metrics: bool = False
+
+
+def start_ray(target: RayTarget, local: LocalRay, console: Console) -> bool:
+    """Join the cluster `target` names, or start a local Ray configured by `local`; returns True when we started
+    it."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -74,16 +86,16 @@ def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> 
         context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False, runtime_env=pins)
         print_dashboard(context.dashboard_url, console)
         return False
-    if args.dashboard_host != "127.0.0.1":
-        console.print(f"[yellow]warning: the Ray dashboard listens on {args.dashboard_host}: anyone who can reach "
+    if local.dashboard_host != LOOPBACK:
+        console.print(f"[yellow]warning: the Ray dashboard listens on {local.dashboard_host}: anyone who can reach "
                       "this machine can see and control the cluster[/yellow]")
-    port = getattr(args, "dashboard_port", None)
-    if port is not None and not port_is_free(args.dashboard_host, port):
-        raise InputError(f"--dashboard-port {port}: another process listens on {args.dashboard_host}:{port}: pick "
+    port = local.dashboard_port
+    if port is not None and not port_is_free(local.dashboard_host, port):
+        raise InputError(f"--dashboard-port {port}: another process listens on {local.dashboard_host}:{port}: pick "
                          "another port, or leave --dashboard-port out to take the next free one")
     for line in reap_orphans():
         console.print(f"stopped {line}", markup=False, highlight=False)
-    metrics = getattr(args, "ray_metrics", False)
+    metrics = local.ray_metrics
     keep_to_this_machine(os.environ, metrics)
     if metrics:
         console.print("[yellow]warning: --ray-metrics: Ray's Prometheus pages on 127.0.0.1 answer without a login: "
@@ -91,7 +103,7 @@ def start_ray(target: RayTarget, args: argparse.Namespace, console: Console) -> 
     # No port: Ray tries 8265 and up to 50 ports after it, so a second run beside the first takes the next free one
     # and prints the URL it really got. An explicit port is checked by Ray even with --no-dashboard (its dashboard
     # process starts for the state API), which is how a second run used to die on the first one's 8265.
-    context = ray.init(address=LOCAL, include_dashboard=not args.no_dashboard, dashboard_host=args.dashboard_host,
+    context = ray.init(address=LOCAL, include_dashboard=local.dashboard, dashboard_host=local.dashboard_host,
                        dashboard_port=port, logging_level="ERROR", log_to_driver=False)
     make_private(context.address_info.get("session_dir"))
     print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))

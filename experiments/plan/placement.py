@@ -1,4 +1,4 @@
-"""How several experiments share one machine when they train side by side (experiments/sweep/side_by_side.py).
+"""How several experiments share one machine when they train side by side (experiments/api/side_by_side.py).
 
 The hardware preset describes the whole machine; each experiment gets a share of it, written as a preset of
 its own, so everything downstream (resource plan, RLlib resources, Tune concurrency, estimate) is the one

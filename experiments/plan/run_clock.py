@@ -17,6 +17,8 @@ class RunClock:
         self.samples: list[float] = []
         self._stop = threading.Event()
         self._interval_s = interval_s
+        self.laps: dict[str, float] = {}  # phase -> seconds it took, in order (plan, train, score)
+        self._lap_start = self.started
         if hasattr(os, "getloadavg"):  # not on Windows: no note there
             self.sample()
             threading.Thread(target=self._sample_until_stopped, name="run-clock", daemon=True).start()
@@ -30,6 +32,19 @@ class RunClock:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def lap(self, phase: str) -> None:
+        """Close `phase`: the seconds since the previous lap (or the start) are recorded under its name."""
+        now = time.monotonic()
+        self.laps[phase] = now - self._lap_start
+        self._lap_start = now
+
+    def timings(self) -> dict[str, float]:
+        return {**self.laps, "total": self.elapsed()}
+
+    def stop(self) -> None:
+        """Stop sampling the load (a run in a notebook or a study outlives its clock)."""
+        self._stop.set()
 
     def busy_note(self) -> str:
         """Why the run may have taken longer than estimated ("" when the machine was not busier than its cores):

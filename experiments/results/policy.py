@@ -16,6 +16,7 @@ import numpy as np
 
 from algos.numpy_policy import NumpyPolicy, export_module
 from algos.spec import GreedyRule
+from envs import work_counts
 from envs.errors import InputError
 from envs.report import Policy
 
@@ -26,6 +27,7 @@ def numpy_policy(module_dir: str | Path, greedy: GreedyRule) -> NumpyPolicy:
     """The saved RLModule's numpy forward pass; InputError in one line for a module numpy cannot run."""
     from ray.rllib.core.rl_module.rl_module import RLModule
 
+    work_counts.count(work_counts.CHECKPOINT_EXPORTS)
     return NumpyPolicy.from_arrays(export_module(RLModule.from_checkpoint(Path(module_dir)), greedy))
 
 
@@ -34,10 +36,10 @@ def load_module_policy(module_dir: str | Path, greedy: GreedyRule) -> Policy:
     try:
         return numpy_policy(module_dir, greedy)
     except InputError:
-        return _torch_policy(module_dir, greedy)
+        return torch_policy(module_dir, greedy)
 
 
-def _torch_policy(module_dir: str | Path, greedy: GreedyRule) -> Policy:
+def torch_policy(module_dir: str | Path, greedy: GreedyRule) -> Policy:
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModule
 

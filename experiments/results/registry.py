@@ -21,16 +21,30 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import mlflow
 import numpy as np
 from mlflow.models import ModelSignature, infer_signature
+from rich.console import Console
+from rich.markup import escape
 
-from algos.spec import GreedyRule
-from experiments.results.policy import numpy_policy
+from algos.numpy_policy import NumpyPolicy
+from experiments.plan.provenance import git_commit
+from experiments.results.examples import Examples, example_observations
+from experiments.results.trials import ALL, planned_folds
+from experiments.shell import runnable
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from experiments.config.experiment import ExperimentConfig
+    from experiments.results.scoring import GroupOutcome
+    from experiments.results.trials import CheckpointReader
+    from experiments.storage.sweep_state import SweepState
 
 MODEL_CODE = Path(__file__).with_name("policy_model.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -112,8 +126,8 @@ def _requirements() -> list[str]:
     return [f"{name}=={version(name)}" for name in SERVING_DISTRIBUTIONS]
 
 
-def register_policy(tracking_uri: str, run_id: str, module_dir: Path, model_name: str,
-                    example_observations: np.ndarray, tags: dict[str, str], greedy: GreedyRule,
+def register_policy(tracking_uri: str, run_id: str, policy: NumpyPolicy, model_name: str,
+                    observations: np.ndarray, tags: dict[str, str],
                     inputs: Any | None = None, input_reader: str | None = None) -> str:
     """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'.
     `inputs`: the family's reader of raw inputs (`input_reader` names its class), or None: observations only."""
@@ -121,15 +135,14 @@ def register_policy(tracking_uri: str, run_id: str, module_dir: Path, model_name
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     mlflow.set_tracking_uri(tracking_uri)
-    policy = numpy_policy(module_dir, greedy)
-    actions = policy(example_observations)
+    actions = policy(observations)
     # Outputs only: an input schema would make MLflow refuse bars, one observation or a float64 batch with an
     # error that prints the whole input; policy_model checks the input instead.
-    signature = ModelSignature(outputs=infer_signature(example_observations, actions).outputs)
+    signature = ModelSignature(outputs=infer_signature(observations, actions).outputs)
     with tempfile.TemporaryDirectory() as folder, mlflow.start_run(run_id=run_id):
         artifacts = {"policy": str(Path(folder) / "policy.npz")}
         policy.save(artifacts["policy"])
-        model_config: dict[str, Any] = {"observation_shape": list(example_observations.shape[1:])}
+        model_config: dict[str, Any] = {"observation_shape": list(observations.shape[1:])}
         if inputs is not None:
             artifacts["inputs"] = str(Path(folder) / "inputs.npz")
             inputs.save(artifacts["inputs"])
@@ -141,7 +154,7 @@ def register_policy(tracking_uri: str, run_id: str, module_dir: Path, model_name
             code_paths=CODE_PATHS,
             model_config=model_config,
             signature=signature,
-            input_example=example_observations[:2],
+            input_example=observations[:2],
             pip_requirements=_requirements(),
             registered_model_name=model_name,
         )
@@ -152,3 +165,67 @@ def register_policy(tracking_uri: str, run_id: str, module_dir: Path, model_name
     for key, value in (inputs.tags() if inputs is not None else {}).items():
         client.set_model_version_tag(model_name, version, key, value)
     return f"models:/{model_name}/{version}"
+
+
+@dataclass(frozen=True)
+class Registered:
+    """One group's registration: the model's URI, name and version, or why nothing was registered."""
+
+    group: str
+    uri: str = ""
+    name: str = ""
+    version: str = ""
+    refused: str = ""
+
+
+def register_group(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "MlflowClient", state: "SweepState",
+                   chosen_run: str | None, reader: "CheckpointReader", console: Console,
+                   examples: Examples | None = None) -> Registered:
+    """Register the group's deployable policy (its numpy export, made once when it was scored); the parent run
+    records which checkpoint it is. The plan deploys the most recent fold: when that fold has no scored trial nothing
+    is registered, and the reason is returned. `examples`: observations and action space of the chosen fold's env
+    as the dry run built it, else the env is built here."""
+    chosen = outcome.chosen
+    group = None if outcome.group == ALL else outcome.group
+    suffix = "" if group is None else f"/{group}"
+    promised = max(planned_folds(exp))
+    if chosen.fold != promised:
+        refused = (f"{'' if group is None else group + ': '}no model registered: fold {promised}, the most recent, "
+                   f"which the plan deploys, has no scored trial (fold {chosen.fold} has; it is not deployed in its "
+                   "place)")
+        console.print(f"[yellow]{escape(refused)}[/yellow]")
+        return Registered(outcome.group, refused=refused)
+    env_id = exp.environment.env
+    model_name, reasons = registered_name(exp.name, exp.overridden, chosen.env_config, group, exp.smoke_test,
+                                          exp.family.data_keys)
+    if examples is None:
+        env = exp.family.make(chosen.env_config)
+        examples = example_observations(env)
+        env.close()
+    observations, action_space = examples
+    meaning = model_meaning(exp.algorithm, observations.shape[1:], action_space, chosen.env_config)
+    model_name, conflict = name_for_meaning(client, model_name, meaning)
+    reasons += [conflict] if conflict else []
+    tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm, "env": env_id,
+            "data": exp.family.data_label(chosen.env_config), "fold": str(chosen.fold), "seed": str(chosen.seed),
+            "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning,
+            **outcome.report.model_tags}
+    input_reader = exp.family.input_reader
+    inputs = exp.family.reader_class().for_env_config(chosen.env_config) if input_reader else None
+    uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id,
+                          reader.numpy_policy(chosen.checkpoint, exp.spec.greedy), model_name, observations, tags,
+                          inputs, input_reader)
+    client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", reader.storage.display(chosen.checkpoint.path))
+    client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
+    client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
+    client.log_artifacts(state.parent_run_id, str(reader.whole(chosen.checkpoint)), f"best_checkpoint{suffix}")
+    console.print(escape(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
+                         f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
+                         f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})"))
+    if reasons:
+        console.print(escape(f"  named {model_name}, not {exp.name}: {'; '.join(reasons)} (--set name=... "
+                             "chooses the name)"))
+    if inputs is not None:
+        serve = runnable(f"python -m experiments.serve {uri}")
+        console.print(escape(f"  it {inputs.describe()}; serve it: {serve}"))
+    return Registered(outcome.group, uri, model_name, uri.rsplit("/", 1)[-1])

@@ -4,16 +4,20 @@ local folders (downloaded once from S3).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.errors import RunFault
+from algos.numpy_policy import NumpyPolicy
+from algos.spec import GreedyRule
+from envs.errors import InputError, RunFault
+from envs.report import Policy
 from experiments.config.experiment import ExperimentConfig
 from experiments.config.protocol import FOLD_KEY, fold_indices
-from experiments.results.policy import MODULE_SUBPATH
+from experiments.records.checkpoints import ScoredCheckpoint, best_checkpoint
+from experiments.records.params import ParamSpace, searched_values
+from experiments.results.policy import MODULE_SUBPATH, numpy_policy, torch_policy
 from experiments.storage.filesystem import Storage
-from experiments.sweep.tuner import ParamSpace, ScoredCheckpoint, best_checkpoint, searched_values
 
 ALL = "all"
 
@@ -110,10 +114,32 @@ def deployable(trials: list[Trial], mode: str, point: str | None = None) -> Tria
 class CheckpointReader:
     """Trials' checkpoints as local folders: in place on a local storage, else downloaded once into `cache`
     (the policy's module only, for scoring; the whole checkpoint for the chosen trial's artifact). The cache
-    is the run's local output folder, so a checkpoint on S3 is downloaded once per run."""
+    is the run's local output folder, so a checkpoint on S3 is downloaded once per run; and each checkpoint's policy
+    is exported to numpy once, then shared by scoring, feature importance and registration."""
 
     storage: Storage
     cache: Path
+    _policies: dict[str, tuple[Policy, InputError | None]] = field(default_factory=dict, compare=False, repr=False)
+
+    def policy(self, checkpoint: ScoredCheckpoint, greedy: GreedyRule) -> Policy:
+        """The checkpoint's greedy policy: its numpy forward pass, or torch for a module numpy cannot run."""
+        return self._exported(checkpoint, greedy)[0]
+
+    def numpy_policy(self, checkpoint: ScoredCheckpoint, greedy: GreedyRule) -> NumpyPolicy:
+        """The numpy forward pass a registered model serves with; the export's refusal when it has none."""
+        policy, refusal = self._exported(checkpoint, greedy)
+        if refusal is not None:
+            raise refusal
+        return policy
+
+    def _exported(self, checkpoint: ScoredCheckpoint, greedy: GreedyRule) -> tuple[Policy, InputError | None]:
+        if checkpoint.path not in self._policies:
+            module_dir = self.module(checkpoint)
+            try:
+                self._policies[checkpoint.path] = (numpy_policy(module_dir, greedy), None)
+            except InputError as refusal:
+                self._policies[checkpoint.path] = (torch_policy(module_dir, greedy), refusal)
+        return self._policies[checkpoint.path]
 
     def module(self, checkpoint: ScoredCheckpoint) -> Path:
         module_dir = self.storage.local_copy(f"{checkpoint.path}/{MODULE_SUBPATH.as_posix()}", self.cache / "policies")

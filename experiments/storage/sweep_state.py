@@ -18,9 +18,16 @@ from dataclasses import asdict, dataclass, field, replace
 import psutil
 
 from envs.errors import InputError
+from experiments.records.exits import (
+    SWEEP_FAILED,
+    SWEEP_FINISHED,
+    SWEEP_INTERRUPTED,
+    SWEEP_PARTIAL,
+    SWEEP_RUNNING,
+)
 from experiments.storage.filesystem import Storage
 
-RUNNING, INTERRUPTED, FAILED, PARTIAL, FINISHED = "running", "interrupted", "failed", "partial", "finished"
+RUNNING, INTERRUPTED, FAILED, PARTIAL, FINISHED = SWEEP_RUNNING, SWEEP_INTERRUPTED, SWEEP_FAILED, SWEEP_PARTIAL, SWEEP_FINISHED
 RESUMABLE = (INTERRUPTED, FAILED, PARTIAL)
 
 

@@ -31,6 +31,7 @@ from algos.common import lookup
 from algos.spec import GreedyRule, SelectionRule
 from envs.trading.importance import greedy_return
 from experiments.results.policy import MODULE_SUBPATH, load_module_policy
+from experiments.shell import exit_code
 
 METRIC = "evaluation/env_runners/episode_return_mean"
 
@@ -106,6 +107,10 @@ def study(folders: list[Path]) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.studies.checkpoint_rules", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="<--output>/<experiment name> of each study sweep")

@@ -6,8 +6,9 @@ validation return (what may choose among hypotheses) and its verdict (what may n
 Each name is an MLflow experiment; every sweep (parent run) in it is a row, oldest first. Validation return: per
 trial, the selection score of the checkpoint it kept (the validation return as `tune.checkpoint.select` makes it),
 averaged over folds and configurations per seed; the row shows the mean over seeds and the seed spread (half the
-range of the per-seed means, which with two seeds is their standard deviation). The docs/features.md study is this
-table.
+range of the per-seed means, which with two seeds is their standard deviation). The verdict columns are one per
+baseline of the sweep's env family (`envs.EnvFamily.baseline_table`, headline first), so a family with other baselines
+gets its own. The docs/features.md study is this table.
 """
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ import sys
 
 import numpy as np
 import pandas as pd
+from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from experiments.compare import child_runs, experiment_id, parent_runs
+import envs
+from experiments.shell import exit_code
+from experiments.tracking.comparison import child_runs, experiment_id, parent_runs
 
-BASELINES = ("buy_and_hold", "flat", "sma_24_96")
+# The env of a sweep that has no "env" tag: runs from before the platform tagged it (the algorithm table, issue 13)
+# that have a verdict were all this env's, the only family with folds then (a verdict needs folds).
+UNTAGGED_ENV = "trading/Spot-v0"
 
 
 def _kept_score(client: MlflowClient, run_id: str) -> float:
@@ -30,7 +36,14 @@ def _kept_score(client: MlflowClient, run_id: str) -> float:
     return max(scores) if scores else float("nan")
 
 
-def row(client: MlflowClient, experiment: str, parent) -> dict[str, object]:
+def baselines_of(parent: Run) -> tuple[str, ...]:
+    """The baselines a sweep's verdict judged the agent against, headline first: its env family's table, read from
+    the env the sweep is tagged with, so the columns follow the family instead of naming one family's baselines."""
+    family = envs.family(parent.data.tags.get("env", UNTAGGED_ENV))
+    return tuple(baseline.name for baseline in family.baseline_table())
+
+
+def row(client: MlflowClient, experiment: str, parent: Run) -> dict[str, object]:
     metrics = parent.data.metrics
     per_seed: dict[str, list[float]] = {}
     for child in child_runs(client, experiment_id(client, experiment), parent.info.run_id):
@@ -45,7 +58,7 @@ def row(client: MlflowClient, experiment: str, parent) -> dict[str, object]:
         "agent test Sharpe": f"{metrics.get('verdict/agent_sharpe_mean', float('nan')):.2f} ± "
                              f"{metrics.get('verdict/agent_sharpe_std', float('nan')):.2f}",
     }
-    for baseline in BASELINES:
+    for baseline in baselines_of(parent):
         dsr = metrics.get(f"verdict/dsr/{baseline}", float("nan"))
         wins = metrics.get(f"verdict/wins/{baseline}", float("nan"))
         supported = "supported" if metrics.get(f"verdict/supported/{baseline}") == 1.0 else "not"
@@ -55,6 +68,10 @@ def row(client: MlflowClient, experiment: str, parent) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.studies.hypotheses", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiments", nargs="+", help="MLflow experiment names, in the order tried")

@@ -17,8 +17,6 @@ scores the zero-shot rows only (what a comparison of training choices needs, in 
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +26,7 @@ from scipy.stats import wilcoxon
 
 from envs.agents.testprio.evaluate import HEURISTIC, PAPER_MIN_TESTS
 from experiments.config.load import load_experiment
+from experiments.shell import exit_code
 
 # Bagherzadeh, Kahani & Briand, TSE 2021 (their protocol, cycles with >= 6 tests): the best published RL agent per
 # history, by file name; APFD where the history fails, NRPA otherwise (docs/testprio.md).
@@ -38,32 +37,29 @@ PUBLISHED = {
 }
 STRATEGIES = ("agent (zero-shot)", "online (from the cross-project model)", "online (cold start)",
               "periodic retraining", "learning_to_rank", "recent_failures", "random", "optimal")
-_REGISTERED = re.compile(r"registered (models:/\S+): ")
 COLUMNS = ("paper_apfdc", "paper_ttff", "paper_apfd", "paper_nrpa")
 # Online (issue 41): after this many cycles of a new history the agent's APFDc must be strictly above the heuristic's.
 ONLINE_WITHIN_CYCLES = 10
 
 
 def train_without(conf: Path, others: list[str], name: str, output: Path, extra: list[str]) -> str:
-    """Run the conf on `others` only; the registered model's URI."""
-    command = [sys.executable, "-m", "experiments.run", str(conf), "--no-dashboard", "--output", str(output),
-               "--set", f"environment.env_config.data_paths=[{', '.join(others)}]", "--set", f"name={name}", *extra]
-    finished = subprocess.run(command, capture_output=True, text=True, check=False)
-    found = _REGISTERED.search(finished.stdout)
-    if finished.returncode != 0 or not found:
-        raise RuntimeError(f"training without the held-out history failed ({finished.returncode}):\n"
-                           f"{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
-    return found.group(1)
+    """Run the conf on `others` only (`api.run`, in this process); the registered model's URI."""
+    from experiments import api
+
+    overrides = [f"environment.env_config.data_paths=[{', '.join(others)}]", f"name={name}", *extra]
+    result = api.run(conf, overrides, api.RunOptions(output=output, dashboard=False))
+    uri = result.model_uri()
+    if not result.ok or uri is None:
+        raise RuntimeError(f"training without the held-out history failed (exit {result.exit_code:d}): "
+                           f"{'; '.join(result.partial) or 'no model registered'}")
+    return uri
 
 
 def score_held_out(model: str, history: str, output: Path, online: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`experiments.transfer` on the held-out history; its table and its per-cycle scores."""
-    command = [sys.executable, "-m", "experiments.transfer", model, history, "--output", str(output),
-               *([] if online else ["--no-online"])]
-    finished = subprocess.run(command, capture_output=True, text=True, check=False)
-    if finished.returncode != 0:
-        raise RuntimeError(f"scoring {history} failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
-    print(finished.stdout, flush=True)
+    """`experiments.transfer`'s scoring of the held-out history, in this process; its table and per-cycle scores."""
+    from experiments.api import transfer
+
+    transfer(model, [history], online, output)
     stem = Path(history).stem
     table = pd.read_csv(output / f"{stem}.table.csv", index_col=0, dtype={"ahead_from": str})
     return table, pd.read_csv(output / f"{stem}.cycles.csv")
@@ -148,6 +144,10 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.studies.leave_one_out", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("conf", type=Path)
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         others = [path for path in histories if path != held_out]
         started = time.monotonic()
         model = train_without(args.conf, others, f"{args.conf.stem}_without_{stem}", args.output / stem,
-                              [item for override in args.overrides for item in ("--set", override)])
+                              list(args.overrides))
         trained = time.monotonic() - started
         table, per_cycle = score_held_out(model, held_out, args.output / stem, args.online)
         cycles.append(per_cycle.assign(held_out=stem))

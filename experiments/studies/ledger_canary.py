@@ -2,7 +2,8 @@
 
 A hypothesis here is what one sweep would hand the verdict: two configurations x two seeds x four folds of
 out-of-sample returns, simulated as persistent random long/flat positions on a seeded random walk, with fees
-(nothing can be predicted, so any "supported" verdict is luck). `python -m experiments.studies.ledger_canary --users 60`
+(nothing can be predicted, so any "supported" verdict is luck), judged against the baselines of the trading family's
+table (`envs.EnvFamily.baseline_table`) run on the same walk. `python -m experiments.studies.ledger_canary --users 60`
 gives the rates over many simulated users who each try thirty hypotheses: how often at least one is supported
 when each is judged alone, and when each is deflated by all tried before it (`tests/unit/test_trials_ledger_canary.py`
 runs one user through a real MLflow ledger in CI).
@@ -16,6 +17,7 @@ import time
 import numpy as np
 import pandas as pd
 
+import envs
 from envs.report import EvaluationReport
 from experiments.results.verdict import (
     PriorTrials,
@@ -25,28 +27,36 @@ from experiments.results.verdict import (
     configuration_series,
     per_period_sharpe,
 )
+from experiments.shell import exit_code
 
 FOLDS, BARS, HOURS_PER_YEAR = 4, 1500, 8760
 FEE = 0.0012  # 10 bps fee + 2 bps slippage per change of position
 HYPOTHESES, CONFIGURATIONS, SEEDS = 30, 2, 2
+# The env family whose baselines judge the hypotheses: its table's strategies decide target positions from closes
+# (closes, first row, end row -> positions), which a random walk of closes feeds.
+ENV_ID = "trading/Spot-v0"
 
 
-def random_walk_market(seed: int) -> tuple[pd.DatetimeIndex, np.ndarray, dict[str, np.ndarray]]:
-    """Hourly log returns of a driftless random walk, and the baselines' returns on it."""
+def random_walk_market(seed: int, env_id: str = ENV_ID) -> tuple[pd.DatetimeIndex, np.ndarray, dict[str, np.ndarray]]:
+    """Hourly log returns of a driftless random walk, and the returns of each baseline of `env_id`'s family on it, in
+    its table's order. The walk is a stretch of a longer market, so a baseline holds its first position from before
+    the first bar (buy-and-hold is the market itself) and pays the fee on each later change."""
     rng = np.random.default_rng(seed)
     log_returns = rng.normal(0.0, 0.01, FOLDS * BARS)
-    close = pd.Series(100.0 * np.exp(np.cumsum(log_returns)))
-    sma = (close.rolling(24, min_periods=1).mean() > close.rolling(96, min_periods=1).mean()).to_numpy(float)
-    baselines = {"buy_and_hold": log_returns, "flat": np.zeros_like(log_returns),
-                 "sma_24_96": position_returns(sma, log_returns)}
+    closes = 100.0 * np.exp(np.cumsum(log_returns))
+    baselines = {}
+    for baseline in envs.family(env_id).baseline_table():
+        positions = np.asarray(baseline.decide(closes, 0, len(closes)), dtype=np.float64)
+        baselines[baseline.name] = position_returns(positions, log_returns, start=positions[0])
     index = pd.date_range("2030-01-01", periods=FOLDS * BARS, freq="h", tz="UTC")
     return index, log_returns, baselines
 
 
-def position_returns(positions: np.ndarray, log_returns: np.ndarray) -> np.ndarray:
-    """Decided at bar t-1, held through bar t; a change of position pays the fee."""
-    held = np.r_[0.0, positions[:-1]]
-    return held * log_returns - FEE * np.abs(np.diff(np.r_[0.0, held]))
+def position_returns(positions: np.ndarray, log_returns: np.ndarray, start: float = 0.0) -> np.ndarray:
+    """Decided at bar t-1, held through bar t (through the first bar: `start`, flat for an agent); a change of
+    position pays the fee."""
+    held = np.r_[start, positions[:-1]]
+    return held * log_returns - FEE * np.abs(np.diff(np.r_[start, held]))
 
 
 def _report(frame: pd.DataFrame) -> EvaluationReport:
@@ -100,6 +110,10 @@ def one_user(market_seed: int, first_hypothesis: int = 0) -> tuple[list[list[str
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.studies.ledger_canary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=60, help="simulated users, 30 hypotheses each (default 60)")

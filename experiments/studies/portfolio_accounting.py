@@ -18,6 +18,7 @@ import pandas as pd
 
 from envs.portfolio.book import remainder_factor, replay_weights
 from envs.portfolio.olps import bundled_prices, olps_run
+from experiments.shell import exit_code
 
 CALENDAR_START = "1962-07-03"
 COST_RATE = 0.001  # 10 bps, the library's `result.fee`
@@ -68,6 +69,10 @@ def accounting_table(closes: pd.DataFrame, cost_rate: float = COST_RATE) -> pd.D
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.studies.portfolio_accounting", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=None, help="the first ROWS days (default: all 5,651)")

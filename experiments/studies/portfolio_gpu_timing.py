@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from experiments.shell import exit_code
+
 ROW = 24 * 5 + 2
 
 
@@ -71,6 +73,10 @@ def time_updates(device: str, assets: int, batch: int, repeats: int) -> list[flo
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--assets", type=int, default=500)

@@ -40,6 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from experiments.api.options import RunOptions
+from experiments.shell import exit_code
+
 CONF = Path("conf/ppo_portfolio_500.yaml")
 SIZES = (5, 20, 100, 500)
 BATCH = 256                   # observations per learner update: one minibatch, one epoch
@@ -229,16 +232,14 @@ def sample_peaks(driver: int, peaks: dict[str, float]) -> None:
 
 
 def run_pipeline(exp: Any, n_assets: int, output: Path) -> PipelineRun:
-    """`experiments.run` on the file for PIPELINE_ITERATIONS iterations of one fold (the file's protocol with
+    """`api.run` (in its own process: experiments/api/child.py) on the file for PIPELINE_ITERATIONS iterations of one fold (the file's protocol with
     folds: 1) at `n_assets` coins; the phases come from polling its --status-file (every 0.2 s), the processes'
     peak memory from /proc (every second), the iterations from Tune."""
     protocol = {**exp.evaluation.protocol, "folds": 1}
     status, log = output / "status.json", output / "run.log"
-    command = [sys.executable, "-m", "experiments.run", str(CONF),
-               "--set", f"tune.stop={{training_iteration: {PIPELINE_ITERATIONS}}}",
-               "--set", f"evaluation.protocol={json.dumps(protocol)}",
-               "--set", f"environment.env_config.synthetic_assets={n_assets}",
-               "--output", str(output), "--status-file", str(status), "--no-dashboard", "--address", "local"]
+    overrides = [f"tune.stop={{training_iteration: {PIPELINE_ITERATIONS}}}",
+                 f"evaluation.protocol={json.dumps(protocol)}", f"environment.env_config.synthetic_assets={n_assets}"]
+    options = RunOptions(output=output, status_file=status, dashboard=False, address="local")
     environment = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{output / 'mlruns' / 'mlflow.db'}"}
     (output / "mlruns").mkdir(parents=True)
     load_start = load_average()
@@ -247,7 +248,7 @@ def run_pipeline(exp: Any, n_assets: int, output: Path) -> PipelineRun:
     polls = 0
     start = time.monotonic()
     with log.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=environment)
+        process = start(CONF, overrides, options, sink, environment)
         while process.poll() is None:
             phase = json.loads(status.read_text()).get("phase") if status.exists() else None
             if phase and phase not in seen:
@@ -333,6 +334,10 @@ def print_pipeline(run: PipelineRun, exp: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return exit_code(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.studies.portfolio_scale", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="universe sizes N (default 5,20,100,500)")

@@ -53,8 +53,8 @@ def zero_shot(args: argparse.Namespace) -> int:
     from algos.tree_path import set_value
     from experiments.config.load import load_experiment
     from experiments.config.protocol import fold_indices
+    from experiments.results.printing import print_verdict
     from experiments.results.promotion import resolve_version
-    from experiments.results.report import print_verdict
     from experiments.results.verdict import ScoredTrial, build_verdict
     from experiments.tracking.runs import make_client
 

@@ -1,2 +1,2 @@
-"""One run of an experiment: the pipeline that owns it, the RLlib config and Tune sweep, live progress, faults
-outside the run, and several experiments side by side on one Ray cluster."""
+"""The Tune side of one run: the RLlib config and Tune sweep, live progress, the status file a parent run reads, and
+faults outside the run. The run itself (Ray, MLflow parent run, scoring) is experiments/api/pipeline.py."""

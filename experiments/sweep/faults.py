@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Callable, Iterator, MutableMapping
 
 from experiments.plan.cluster import REQUEST_TIMEOUT_S, Ask, NoAnswer, RayTarget, ask_gcs
+from experiments.records.exits import ExitCode
 from experiments.storage.filesystem import Storage, describe_s3_error
-
-EXIT_FAULT = 4  # a fault outside the run ended it (docs/faults.md); 1 failed sweep, 2 bad input, 3 partial
 
 # MLflow's HTTP retries, bounded: against a dead server a call fails after about 7 s (backoff 1, 2, 4 s),
 # against one that accepts and hangs after 4 attempts x 12 s: either way under a minute.
@@ -154,7 +153,7 @@ class ClusterWatch:
     goes away ends the run in one line with exit 4 instead of a hang or Ray's own exit 1.
 
     When the GCS has not answered for `lost_after` s, the watch says so through `last_words` (the run's line, its
-    MLflow runs and sweep state closed) and ends the process with EXIT_FAULT. It does not unwind the main thread:
+    MLflow runs and sweep state closed) and ends the process with ExitCode.FAULT. It does not unwind the main thread:
     by then that thread is inside Ray's C++, where no Python exception reaches it (measured: in Tune's
     `remove_placement_group` for a trial whose actor died with the cluster; `ray.init`'s connect loop is another).
     A local Ray or a `ray://` client is not watched."""
@@ -197,7 +196,7 @@ class ClusterWatch:
                 return
 
     def _end(self, why: str) -> None:
-        """The run's last words and EXIT_FAULT, unless the run ended on its own first."""
+        """The run's last words and ExitCode.FAULT, unless the run ended on its own first."""
         with self._ending:
             if self._stopped.is_set():
                 return
@@ -205,4 +204,4 @@ class ClusterWatch:
                             "--address (and unset RAY_ADDRESS) to run on a local Ray")
             sys.stdout.flush()
             sys.stderr.flush()
-            self.end(EXIT_FAULT)
+            self.end(ExitCode.FAULT)

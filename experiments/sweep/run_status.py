@@ -1,4 +1,4 @@
-"""What one experiment's run tells the run that started it (experiments/sweep/side_by_side.py), through a JSON file.
+"""What one experiment's run tells the run that started it (experiments/api/side_by_side.py), through a JSON file.
 
 A run of several experiments starts each as its own `python -m experiments.run ... --status-file PATH`
 process. The child keeps its phase, its MLflow ids, its trial rows and, when it ends, its evaluation files in

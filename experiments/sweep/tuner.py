@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import signal
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -19,12 +17,13 @@ from typing import Any, Iterable, Iterator
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
-from algos.common import SELECTION_SCORE, lookup
+from algos.common import SELECTION_SCORE
 from algos.tree_path import set_value, value_at
 from envs.errors import InputError
 from experiments.config.experiment import ExperimentConfig
 from experiments.config.search_space import candidate_values, to_domains
 from experiments.hardware import ResourcePlan
+from experiments.records.params import ParamSpace
 from experiments.storage.checkpoint_pruning import CheckpointPruner
 from experiments.storage.filesystem import Storage
 from experiments.storage.resume_check import no_silent_restart
@@ -32,12 +31,6 @@ from experiments.sweep.rllib_config import build_config, trainable
 
 _SENTINEL = "__search__:"
 TUNE_LOGGERS = ("ray.tune", "ray.train", "ray.air")
-
-
-@dataclass
-class ParamSpace:
-    space: dict[str, Any]       # what Tune gets: an RLlib config dict with domains inside
-    search_keys: dict[str, str]  # Tune's flattened key ("lr", "env_config/fee_bps") -> YAML key
 
 
 def _find_sentinels(tree: Any, path: tuple[str, ...] = ()) -> Iterable[tuple[tuple[str, ...], str]]:
@@ -220,30 +213,3 @@ def restore_tuner(exp: ExperimentConfig, storage: Storage, tune_dir: str, params
     """Continue an interrupted sweep: finished trials are kept, unfinished and errored ones resume."""
     return Tuner.restore(tune_dir, trainable=trainable(exp), param_space=params.space, resume_unfinished=True,
                          resume_errored=True, storage_filesystem=storage.tune_filesystem())
-
-
-def searched_values(config: dict[str, Any], params: ParamSpace) -> dict[str, Any]:
-    """A trial's searched values under their YAML keys, e.g. {"training.lr": 3.1e-4, "seed": 1}."""
-    return {yaml_key: lookup(config, flat_key) for flat_key, yaml_key in params.search_keys.items()}
-
-
-@dataclass(frozen=True)
-class ScoredCheckpoint:
-    """A trial's best kept checkpoint (a folder in the sweep's storage) and the `tune.metric` value it was
-    kept for."""
-
-    path: str
-    score: float
-    iteration: int
-
-
-def best_checkpoint(result: Any, mode: str) -> ScoredCheckpoint | None:
-    """The kept checkpoint of one trial with the best selection score (None if it kept none)."""
-    pick = max if mode == "max" else min
-    scored = [(ckpt, metrics) for ckpt, metrics in (result.best_checkpoints or [])
-              if math.isfinite(float(metrics.get(SELECTION_SCORE, float("nan"))))]
-    if not scored:
-        return None
-    checkpoint, metrics = pick(scored, key=lambda item: float(item[1][SELECTION_SCORE]))
-    return ScoredCheckpoint(checkpoint.path, float(metrics[SELECTION_SCORE]),
-                            int(metrics.get("training_iteration", 0)))

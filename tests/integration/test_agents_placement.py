@@ -1,6 +1,6 @@
 """Agents side by side get the GPUs the placement promises, on GPUs this CPU machine only declares.
 
-Each agent is its own Ray driver (as `experiments.sweep.side_by_side` runs each listed experiment as its own
+Each agent is its own Ray driver (as `experiments.api.side_by_side` runs each listed experiment as its own
 process) asking for its share's GPU fraction and concurrency (`experiments.plan.placement.share_machine` ->
 `resolve_plan`, capped as the listing run caps it). Ray hands out GPU ids for declared GPUs without CUDA, so
 CPU-only trials show the placement: which agent held which GPU id, and when.

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from experiments.plan.cluster import ask_gcs
-from experiments.sweep.faults import EXIT_FAULT
+from experiments.records.exits import ExitCode
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -28,13 +28,13 @@ import argparse, os, time
 import ray
 from rich.console import Console
 from experiments.plan.cluster import leftover_address_file, resolve_ray_target
-from experiments.plan.local_ray import start_ray
+from experiments.plan.local_ray import LocalRay, start_ray
 from experiments.sweep.faults import ClusterWatch
 
 target = resolve_ray_target(None, os.environ, leftover_address_file())
 watch = ClusterWatch(target, lambda line: print(f"error: {line}", flush=True))
 watch.start()
-start_ray(target, argparse.Namespace(), Console(soft_wrap=True))
+start_ray(target, LocalRay(), Console(soft_wrap=True))
 print("joined", flush=True)
 
 @ray.remote(num_cpus=0)
@@ -110,7 +110,7 @@ def test_a_real_cluster_killed_mid_run_ends_the_driver_in_one_line_with_exit_4(t
             pass
         shutil.rmtree(temp, ignore_errors=True)
     output = "".join(lines)
-    assert code == EXIT_FAULT, output
+    assert code == ExitCode.FAULT, output
     assert [line for line in lines if line.startswith("error: ")] == [lines[-1]], output
     assert lines[-1].startswith(f"error: the Ray cluster at {address} went away mid-run (its GCS has not answered "
                                 "for 1"), output

@@ -24,9 +24,9 @@ DRIVER = """
 import argparse, io, sys
 from rich.console import Console
 from experiments.plan.cluster import LOCAL, RayTarget
-from experiments.plan.local_ray import start_ray
+from experiments.plan.local_ray import LocalRay, start_ray
 import ray
-args = argparse.Namespace(no_dashboard=False, dashboard_host="127.0.0.1", dashboard_port=None, ray_metrics=False)
+args = LocalRay()
 start_ray(RayTarget(LOCAL), args, Console(file=io.StringIO()))
 context = ray.get_runtime_context()
 info = ray._private.worker.global_worker.node.address_info

@@ -81,7 +81,7 @@ def test_the_registered_champion_acts_from_raw_bars_as_the_env_does_on_every_bar
 
     from envs.trading.data import load_bars
     from envs.trading.env import SpotTradingEnv
-    from experiments.plan.preflight import load
+    from experiments.api.preflight import load
 
     loop = operations_loop
     version = loop.client.get_model_version(loop.model, "1")

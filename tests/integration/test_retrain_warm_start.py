@@ -25,7 +25,7 @@ def s3(monkeypatch):
 
 
 def test_trials_start_from_the_champions_weights_from_a_folder_or_s3(operations_loop, s3, ray_session):
-    from experiments.plan.preflight import preflight
+    from experiments.api.preflight import preflight
     from experiments.shell import terminal_console
     from experiments.sweep.rllib_config import build_config
 

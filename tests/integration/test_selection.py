@@ -78,7 +78,7 @@ def _fit(trainable, tmp_path: Path, score_attribute: str, tune_prunes: bool = Fa
 
 def test_keep_k_keeps_the_best_and_the_best_is_scored(ray_session, tmp_path):
     from algos.common import SELECTION_SCORE
-    from experiments.sweep.tuner import best_checkpoint
+    from experiments.records.checkpoints import best_checkpoint
 
     result = _fit(_curve_trainable(SELECTION_SCORE), tmp_path, SELECTION_SCORE)
     assert _kept_values(result) == [5.0, 14.15]  # the two best by validation: iterations 3 and 2

@@ -1,4 +1,4 @@
-"""Several experiments side by side from one listing (experiments/sweep/side_by_side.py), through the real CLI.
+"""Several experiments side by side from one listing (experiments/api/side_by_side.py), through the real CLI.
 
 `conf/agents.yaml --smoke-test` trains every shipped agent at once in one Ray cluster; a second listing has
 one of its experiments killed mid-run (as the kernel's OOM killer would), which must leave the other

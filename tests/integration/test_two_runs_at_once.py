@@ -22,10 +22,9 @@ from pathlib import Path
 from rich.console import Console
 from envs.errors import InputError
 from experiments.plan.cluster import LOCAL, RayTarget
-from experiments.plan.local_ray import start_ray
+from experiments.plan.local_ray import LocalRay, start_ray
 out = io.StringIO()
-args = argparse.Namespace(no_dashboard=sys.argv[1] == "off", dashboard_host="127.0.0.1",
-                          dashboard_port=int(sys.argv[2]) if sys.argv[2] != "-" else None)
+args = LocalRay(dashboard=sys.argv[1] != "off", dashboard_port=int(sys.argv[2]) if sys.argv[2] != "-" else None)
 try:
     start_ray(RayTarget(LOCAL), args, Console(file=out, width=300))
 except InputError as error:

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from experiments.plan.cluster import LOCAL, NoAnswer, RayTarget
-from experiments.sweep.faults import EXIT_FAULT, ClusterWatch
+from experiments.records.exits import ExitCode
+from experiments.sweep.faults import ClusterWatch
 
 ADDRESS = "127.0.0.1:6379"
 
@@ -55,7 +56,7 @@ def test_a_cluster_that_goes_away_ends_the_run_in_one_line_with_exit_4():
     assert not ending.done.is_set()  # answered: nothing said
     gcs.gone.set()
     assert ending.done.wait(5)
-    assert ending.codes == [EXIT_FAULT]
+    assert ending.codes == [ExitCode.FAULT]
     assert len(ending.words) == 1
     assert ending.words[0].startswith(f"the Ray cluster at {ADDRESS} went away mid-run (its GCS has not answered "
                                       "for 0 s: UNAVAILABLE: Connection refused): start it again")
@@ -84,11 +85,14 @@ def test_a_local_ray_or_a_client_connection_is_not_watched(target):
 
 def test_the_resume_command_of_a_run_on_a_joined_cluster_names_the_cluster():
     """Printed after a fault: it used to leave --address out, so a resume ran on a new local Ray."""
-    import argparse
     from pathlib import Path
 
-    from experiments.sweep.pipeline import rerun_command
+    from experiments.api.options import RunOptions, RunRequest
+    from experiments.api.pipeline import rerun_command
+    from experiments.config.files import parse_overrides
+    from experiments.plan.run_clock import RunClock
 
-    args = argparse.Namespace(conf=Path("conf/dqn_btc.yaml"), smoke_test=True, overrides=[], hardware=None,
-                              storage=None, address=ADDRESS, output=Path("runs"))
-    assert rerun_command(args, resume=True).endswith(f"--smoke-test --address {ADDRESS} --resume")
+    request = RunRequest(Path("conf/dqn_btc.yaml"), parse_overrides(["training.lr=0.001"]),
+                         RunOptions(smoke_test=True, address=ADDRESS), RunClock())
+    assert rerun_command(request, resume=True).endswith(
+        f"--smoke-test --set training.lr=0.001 --address {ADDRESS} --resume")

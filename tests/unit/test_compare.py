@@ -11,7 +11,8 @@ from mlflow.entities import Metric, Param  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from envs.errors import InputError  # noqa: E402
-from experiments import compare  # noqa: E402
+from experiments.compare import main  # noqa: E402
+from experiments.tracking import comparison as compare  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +160,7 @@ def test_plots_draw_one_line_or_bar_per_trial(store):
 
 def test_the_cli_prints_sweeps_the_chosen_sweeps_trials_and_its_evaluation(store, capsys, tmp_path):
     uri, _, _, sweeps = store
-    assert compare.main(["--tracking-uri", uri, "--experiment", "exp", "--run", sweeps["BTC-USD"],
+    assert main(["--tracking-uri", uri, "--experiment", "exp", "--run", sweeps["BTC-USD"],
                          "--csv", str(tmp_path / "trials.csv")]) == 0
     out = capsys.readouterr().out
     assert sweeps["BTC-USD"] in out and sweeps["ETH-USD"] in out and "2 sweep(s)" in out
@@ -168,20 +169,20 @@ def test_the_cli_prints_sweeps_the_chosen_sweeps_trials_and_its_evaluation(store
     assert "out-of-sample evaluation" in out and "buy_and_hold" in out
     written = pd.read_csv(tmp_path / "trials.csv", index_col=0)
     assert list(written.index) == ["BTC-USD_trial_0", "BTC-USD_trial_1"]
-    assert compare.main(["--tracking-uri", uri, "--experiment", "exp"]) == 0  # default: the newest sweep
+    assert main(["--tracking-uri", uri, "--experiment", "exp"]) == 0  # default: the newest sweep
     assert "ETH-USD_trial_0" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args, fragment", [(["--experiment", "nope"], "known: ['Default', 'exp']"),
                                             (["--experiment", "exp", "--run", "abc"], "--run abc: no such sweep run")])
 def test_the_cli_names_what_is_missing_in_one_line(store, capsys, args, fragment):
-    assert compare.main(["--tracking-uri", store[0], *args]) == 2
+    assert main(["--tracking-uri", store[0], *args]) == 2
     err = capsys.readouterr().err
     assert fragment in err and len(err.strip().splitlines()) == 1
 
 
 def test_the_cli_without_a_store_exits_2(tmp_path, capsys):
-    assert compare.main(["--tracking-uri", f"sqlite:///{tmp_path / 'absent.db'}"]) == 2
+    assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'absent.db'}"]) == 2
     assert "no MLflow store" in capsys.readouterr().err
 
 

@@ -205,7 +205,7 @@ def test_set_algorithm_starts_training_afresh_and_names_the_ready_made_conf():
 
 def test_a_smoke_test_without_folds_or_groups_trains_two_different_points():
     """The agents' smoke runs sampled one lr twice: the side-by-side table showed a sweep of one point twice."""
-    from experiments.plan.preflight import load
+    from experiments.api.preflight import load
 
     exp = load(REPO / "conf" / "dqn_testprio_codec.yaml", [], smoke_test=True)
     assert exp.num_trials() == 2

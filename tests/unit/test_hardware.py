@@ -456,8 +456,8 @@ def test_every_preset_waves_are_consistent() -> None:
 def test_every_shipped_preset_plans_every_shipped_conf_or_names_a_batch_that_works() -> None:
     """The issue: workstation_3gpu_ddp refused the main job. FastDQN splits any batch; a stock RLlib learner
     (PPO, implementation: rllib) that cannot is refused in one line naming batches that do split."""
+    from experiments.api.preflight import plan_resources
     from experiments.config.load import load_experiment
-    from experiments.plan.preflight import plan_resources
     from tests.conftest import shipped_experiments
 
     refused = []

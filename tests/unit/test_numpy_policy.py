@@ -3,17 +3,23 @@ from their configs (untrained, no Ray cluster), 500 env-like observations each; 
 does not depend on its batch, bit for bit; a saved policy loads to the same bits; anything else is refused."""
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 import subprocess
 import sys
+import types
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
+import algos
 from algos.dqn import SPEC as DQN_SPEC
 from algos.numpy_policy import CHUNK_ROWS, STRUCTURE_KEY, NumpyPolicy, export_module
 from algos.ppo import SPEC as PPO_SPEC
+from algos.spec import GreedyRule, check_servable
 from envs.errors import InputError
 from tests.conftest import REPO
 
@@ -175,3 +181,63 @@ def test_the_numpy_policy_imports_neither_torch_nor_ray():
                             cwd=REPO, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_an_algorithm_is_served_from_its_table_entry_alone(monkeypatch):
+    """A new algorithm that trains DQN's module with a rule of its own is one entry (its module's SPEC): numpy_policy
+    exports it under its name, and serves it while, and only while, the table has it."""
+    rule = GreedyRule(output="qf_preds", argmax=True)
+    entry = types.ModuleType("made_up_dqn")
+    entry.SPEC = dataclasses.replace(DQN_SPEC, name="made_up_dqn", greedy=rule)
+    monkeypatch.setitem(sys.modules, "made_up_dqn", entry)
+    monkeypatch.setitem(algos.ALGORITHMS, "made_up_dqn", "made_up_dqn")
+    check_servable("made_up_dqn", entry.SPEC)
+    module = _module("dqn")
+    policy = NumpyPolicy.from_arrays(export_module(module, rule))
+    dqn = NumpyPolicy.from_arrays(export_module(module, DQN_SPEC.greedy))
+    assert policy.algorithm == "made_up_dqn" and dqn.algorithm == "dqn"  # each algorithm's rule picks its name
+    observations = _observations(64)
+    assert np.array_equal(policy(observations), dqn(observations))
+    monkeypatch.delitem(algos.ALGORITHMS, "made_up_dqn")
+    servable = sorted(name for name in algos.ALGORITHMS if algos.algorithm(name).export is not None)
+    with pytest.raises(InputError, match=re.escape(f"numpy policy algorithm 'made_up_dqn' is not one of {servable}")):
+        NumpyPolicy.from_arrays(policy.to_arrays())
+
+
+def _linear(rows: list[list[float]]) -> np.ndarray:
+    return np.array(rows, dtype=np.float32)
+
+
+# Files as the exporter wrote them before the algorithms brought their exports (the structure JSON is unchanged).
+OLD_FILES = {
+    "dqn": ({"format": "rlplatform-numpy-policy/1", "algorithm": "dqn", "observation_size": 2, "num_actions": 2,
+             "nets": {"encoder": [{"op": "linear", "weight": "encoder.0.weight", "bias": "encoder.0.bias"},
+                                  {"op": "relu"}],
+                      "q": [{"op": "linear", "weight": "q.0.weight", "bias": None}]}},
+            {"encoder.0.weight": _linear([[1, 0], [0, 1]]), "encoder.0.bias": _linear([0, 0]),
+             "q.0.weight": _linear([[1, 0], [0, 1]])},
+            [[1.0, 2.0], [3.0, -1.0]], [1, 0]),
+    "sac": ({"format": "rlplatform-numpy-policy/1", "algorithm": "sac", "observation_size": 1, "action_size": 1,
+             "nets": {"encoder": [{"op": "linear", "weight": "encoder.0.weight", "bias": None}],
+                      "pi": [{"op": "linear", "weight": "pi.0.weight", "bias": None}]}},
+            {"encoder.0.weight": _linear([[1]]), "pi.0.weight": _linear([[1], [0]]),
+             "action.low": _linear([-2]), "action.high": _linear([2])},
+            [[0.5], [-1.0]], [[2 * np.tanh(0.5)], [2 * np.tanh(-1.0)]]),
+}
+
+
+@pytest.mark.parametrize("name", list(OLD_FILES))
+def test_a_file_exported_before_the_table_carried_the_exports_still_loads(name, tmp_path):
+    structure, arrays, observations, actions = OLD_FILES[name]
+    path = tmp_path / "policy.npz"
+    np.savez(path, **arrays, **{STRUCTURE_KEY: np.array(json.dumps(structure))})
+    policy = NumpyPolicy.load(path)
+    np.testing.assert_allclose(policy(np.array(observations, dtype=np.float32)), actions, rtol=1e-6)
+
+
+def test_a_portfolio_file_of_an_algorithm_without_a_portfolio_export_is_refused():
+    arrays = export_module(_module("dqn"), DQN_SPEC.greedy)
+    structure = json.loads(str(arrays[STRUCTURE_KEY][()]))
+    arrays[STRUCTURE_KEY] = np.array(json.dumps({**structure, "layout": "portfolio"}))
+    with pytest.raises(InputError, match="are not a portfolio DQN's \\(it exports none\\)"):
+        NumpyPolicy.from_arrays(arrays)

@@ -149,7 +149,7 @@ def test_a_version_recorded_before_the_baselines_tags_counts_only_against_the_ch
 
 
 def test_a_smoke_test_retrain_never_promotes_on_its_own():
-    from experiments.retrain import smoke_held
+    from experiments.api.retraining import smoke_held
 
     passed = Decision(True, "first champion: its verdict supports an edge over every baseline", {"forward_sharpe": 2.0})
     held = smoke_held(passed, smoke_test=True, force=False)

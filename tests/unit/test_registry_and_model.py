@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import envs
-from experiments.compare import DISPLAY_OPTIONS
 from experiments.results.policy_model import as_observation_batch
 from experiments.results.registry import registered_name
+from experiments.tracking.comparison import DISPLAY_OPTIONS
 from experiments.tracking.runs import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, make_client, open_experiment
 from tests.conftest import REPO
 

@@ -9,8 +9,8 @@ import pytest
 from algos.common import SELECTION_SCORE, copy_selection_score
 from algos.spec import SelectionRule
 from envs.errors import InputError
+from experiments.api.preflight import check_selection
 from experiments.config.load import load_experiment
-from experiments.plan.preflight import check_selection
 from tests.conftest import REPO
 
 

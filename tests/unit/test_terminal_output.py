@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from experiments import shell
-from experiments.results.evaluate import format_cell, print_frame
+from experiments.results.printing import format_cell, print_frame
 from experiments.sweep import progress
 
 

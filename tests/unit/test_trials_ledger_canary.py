@@ -14,10 +14,13 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+import envs
+from envs.baselines import Baseline
 from experiments.results.trials_ledger import LedgerKey, LedgerRun, TrialsLedger
 from experiments.results.verdict import build_verdict
-from experiments.studies.ledger_canary import BARS, CONFIGURATIONS, FOLDS, HOURS_PER_YEAR, HYPOTHESES
+from experiments.studies.ledger_canary import BARS, CONFIGURATIONS, ENV_ID, FOLDS, HOURS_PER_YEAR, HYPOTHESES
 from experiments.studies.ledger_canary import hypothesis as _hypothesis
+from experiments.studies.ledger_canary import position_returns as _position_returns
 from experiments.studies.ledger_canary import random_walk_market as _market
 from experiments.studies.ledger_canary import supported as _supported
 
@@ -92,3 +95,29 @@ def test_a_rerun_counts_as_tried_but_not_as_independent(duplicates):
         if np.isfinite(before.dsr):
             assert after.dsr < before.dsr  # the count deflates a rerun...
             assert after.dsr_effective == pytest.approx(before.dsr_effective)  # ...the effective number does not
+
+
+def test_the_walk_is_judged_against_the_family_table_as_it_was_by_name():
+    """The baselines are the trading family's table run on the walk, and the three the canary computed by name before
+    give what they gave: buy-and-hold is the walk itself, flat earns nothing, the SMA crossover enters flat and pays
+    its fees."""
+    _, log_returns, baselines = _market(seed=7)
+    assert list(baselines) == [baseline.name for baseline in envs.family(ENV_ID).baseline_table()]
+    close = pd.Series(100.0 * np.exp(np.cumsum(log_returns)))
+    sma = (close.rolling(24, min_periods=1).mean() > close.rolling(96, min_periods=1).mean()).to_numpy(float)
+    assert np.array_equal(baselines["buy_and_hold"], log_returns)
+    assert np.array_equal(baselines["flat"], np.zeros_like(log_returns))
+    assert np.array_equal(baselines["sma_24_96"], _position_returns(sma, log_returns))
+
+
+def test_a_baseline_added_to_the_family_table_is_judged_too(monkeypatch):
+    from envs.trading import backtest
+
+    half = Baseline("half", lambda closes, lo, hi: np.full(hi - lo, 0.5), "half the market, held throughout")
+    names = [baseline.name for baseline in backtest.BASELINES]
+    monkeypatch.setattr(backtest, "BASELINES", (*backtest.BASELINES, half))
+    market = _market(seed=7)
+    assert list(market[2]) == [*names, "half"]
+    assert np.array_equal(market[2]["half"], 0.5 * market[1])
+    verdict = build_verdict(_hypothesis(0, market), "max", HOURS_PER_YEAR)
+    assert [edge.baseline for edge in verdict.edges] == list(market[2])

@@ -166,7 +166,7 @@ def test_the_printed_verdict_keeps_its_caveats_and_bracketed_choices():
     """Rich reads '[one seed: ...]' and '[64, 64]' as markup and would silently drop them."""
     from rich.console import Console
 
-    from experiments.results.report import print_verdict
+    from experiments.results.printing import print_verdict
 
     trials = [dataclasses.replace(t, point="fcnet_hiddens=[64, 64]") for t in _trials(0.002, folds=2, seeds=1)]
     console = Console(record=True, width=200)

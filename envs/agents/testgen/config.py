@@ -20,24 +20,32 @@ class TestGenerationConfig(StrictModel):
     model_config = ConfigDict(frozen=True)
     __test__ = False  # a pydantic model, not a pytest test class
 
-    # Programs (keys of envs.agents.testgen.programs.PROGRAMS) per split: an episode fuzzes one program of
-    # `split`; the scorer fuzzes every test program. Test programs must be held out of training.
-    train_programs: list[str] = ["html.parser", "email", "markdown-it"]
-    validation_programs: list[str] = ["http.cookies"]
-    test_programs: list[str] = ["tomllib"]
-    split: Literal["train", "validation", "test"] = "train"
-    # Executions per episode (after the seeds): the fuzzing budget an agent spends.
-    budget: int = Field(default=1000, ge=1, le=1_000_000)
-    # Executions per step: each action (a schedule) is played this many times before the next choice.
-    executions_per_step: int = Field(default=8, ge=1, le=1000)
-    # Executions per scored run (agent, each baseline and Atheris alike), and seeds per strategy and program.
-    eval_budget: int = Field(default=2000, ge=1, le=1_000_000)
-    eval_seeds: int = Field(default=5, ge=1, le=100)
-    # Longest input the operators produce (bytes); also Atheris' -max_len.
-    max_input_bytes: int = Field(default=512, ge=8, le=1_000_000)
-    seed: int = Field(default=0, ge=0)
-    # Reward per new arc: the return is reward_scale x (arcs at the end - arcs of the seeds).
-    reward_scale: float = Field(default=0.1, gt=0, le=1000)
+    train_programs: list[str] = Field(
+        default=["html.parser", "email", "markdown-it"],
+        description="Programs (keys of envs.agents.testgen.programs.PROGRAMS) trained on: an episode fuzzes one "
+                    "program of its split.")
+    validation_programs: list[str] = Field(
+        default=["http.cookies"], description="Programs the model is selected on; held out of training.")
+    test_programs: list[str] = Field(
+        default=["tomllib"],
+        description="Programs the scorer fuzzes; held out of training and validation.")
+    split: Literal["train", "validation", "test"] = Field(
+        default="train", description="Which programs the env fuzzes: those of train, validation or test.")
+    budget: int = Field(default=1000, ge=1, le=1_000_000,
+                        description="Executions per episode (after the seeds): the fuzzing budget an agent spends.")
+    executions_per_step: int = Field(
+        default=8, ge=1, le=1000,
+        description="Executions per step: each action (a schedule) is played this many times before the next choice.")
+    eval_budget: int = Field(default=2000, ge=1, le=1_000_000,
+                             description="Executions per scored run (the agent, each baseline and Atheris alike).")
+    eval_seeds: int = Field(default=5, ge=1, le=100, description="Scored runs (seeds) per strategy and program.")
+    max_input_bytes: int = Field(default=512, ge=8, le=1_000_000,
+                                 description="Longest input the operators produce (bytes); also Atheris' -max_len.")
+    seed: int = Field(default=0, ge=0, description="The env's seed when reset is given none, and the first of the "
+                                                "scorer's eval_seeds seeds.")
+    reward_scale: float = Field(
+        default=0.1, gt=0, le=1000,
+        description="Reward per new arc: the return is reward_scale x (arcs at the end - arcs of the seeds).")
 
     @field_validator("train_programs", "validation_programs", "test_programs")
     @classmethod

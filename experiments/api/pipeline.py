@@ -1,15 +1,14 @@
 """The training run behind `experiments.run`: Ray, MLflow parent run, Tune sweep, out-of-sample scoring.
 
 Each sweep keeps its Tune folder and MLflow parent run in its storage (experiments/storage/sweep_state.py), so `--resume`
-can restore the Tuner and keep logging into the same parent run. How a run ends (docs/faults.md):
-0 whole; 3 partial (a trial failed, a planned fold or seed is missing, a model was not registered); 1 no trial
-could be scored; 4 a fault outside the run (tracking server, storage, disk), in one line with the resume command
-and the whole error chain in a log file; 130 interrupted. Every MLflow run it opened is closed, or recorded for
-the next run to close when the tracking server is what failed.
+can restore the Tuner and keep logging into the same parent run. It returns a `RunResult`; how a run ends is
+one of experiments/records/exits.py's codes (docs/faults.md): 0 whole; 3 partial (a trial failed, a planned fold or
+seed is missing, a model was not registered); 1 no trial could be scored; 4 a fault outside the run (tracking server,
+storage, disk), in one line with the resume command and the whole error chain in a log file; 130 interrupted. Every
+MLflow run it opened is closed, or recorded for the next run to close when the tracking server is what failed.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import shlex
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from mlflow.entities import RunStatus
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 from rich.markup import escape
@@ -28,13 +26,16 @@ from rich.markup import escape
 from envs import EnvFamily
 from envs.datasets import DataPart
 from envs.errors import RunFault
+from experiments.api.options import RunRequest
+from experiments.api.preflight import Checked
+from experiments.api.result import RunResult
 from experiments.config.experiment import ExperimentConfig
 from experiments.hardware import ResourcePlan, check_live_cluster
 from experiments.hardware.plan import duration
 from experiments.plan.cluster import RayTarget
 from experiments.plan.local_ray import start_ray
-from experiments.plan.preflight import Checked
 from experiments.plan.provenance import git_commit, machine_tags
+from experiments.records.exits import MLFLOW_FAILED, MLFLOW_FINISHED, MLFLOW_KILLED, ExitCode
 from experiments.shell import python_command
 from experiments.storage.filesystem import Storage, keep_credentials_out_of_ray
 from experiments.storage.resume_check import check_resumable
@@ -42,7 +43,6 @@ from experiments.storage.sweep_state import FAILED as SWEEP_FAILED
 from experiments.storage.sweep_state import FINISHED as SWEEP_FINISHED
 from experiments.storage.sweep_state import INTERRUPTED, PARTIAL, SweepState, sweep_to_resume
 from experiments.sweep.faults import (
-    EXIT_FAULT,
     ClusterWatch,
     bound_waits,
     tracking_unreachable,
@@ -64,8 +64,7 @@ from experiments.tracking.runs import (
     ui_lines,
 )
 
-FINISHED, FAILED, KILLED = (RunStatus.to_string(s) for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.KILLED))
-EXIT_PARTIAL, EXIT_FAILED, EXIT_INTERRUPTED = 3, 1, 130
+FINISHED, FAILED, KILLED = MLFLOW_FINISHED, MLFLOW_FAILED, MLFLOW_KILLED
 
 
 def run_user() -> str:
@@ -76,17 +75,18 @@ def run_user() -> str:
     return os.environ.get("MLFLOW_TRACKING_USERNAME") or resolve_tags().get("mlflow.user", "unknown")
 
 
-def rerun_command(args: argparse.Namespace, resume: bool) -> str:
-    """The command that resumes this run's sweep (or starts it over): the same file, settings, storage and cluster
-    (--address; RAY_ADDRESS stays in the environment)."""
-    words = [python_command(), "-m", "experiments.run", str(args.conf)]
-    words += ["--smoke-test"] if args.smoke_test else []
-    for override in args.overrides:
-        words += ["--set", override]
-    for flag, value in (("--hardware", args.hardware), ("--storage", args.storage),
-                        ("--address", getattr(args, "address", None))):
+def rerun_command(request: RunRequest, resume: bool) -> str:
+    """The command a user types to resume this run's sweep (or start it over): the same file, settings, storage and
+    cluster (--address; RAY_ADDRESS stays in the environment). Printed, never run."""
+    options = request.options
+    words = [python_command(), "-m", "experiments.run", str(request.conf)]
+    words += ["--smoke-test"] if options.smoke_test else []
+    for override in request.overrides:
+        words += ["--set", override.text]
+    for flag, value in (("--hardware", options.hardware), ("--storage", options.storage),
+                        ("--address", options.address)):
         words += [flag, value] if value else []
-    words += ["--output", str(args.output)] if args.output != Path("runs") else []
+    words += ["--output", str(options.output)] if options.output != Path("runs") else []
     return shlex.join(words + (["--resume"] if resume else []))
 
 
@@ -143,73 +143,81 @@ class Ending:
     tracking_down: bool = False  # the tracking server is what failed: closures are recorded, not tried
 
 
-def run_experiment(checked: Checked, ray_target: RayTarget, args: argparse.Namespace, console: Console) -> int:
+def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest, console: Console) -> RunResult:
     """Sweep the checked experiment (its search space is the one `experiments.sweep.tuner.check_buildable` built and
-    RLlib validated), track it in MLflow, score out of sample and register; returns the exit code. With
-    `--status-file` its phase, MLflow ids, trial rows and evaluation files are kept there for a parent run."""
+    RLlib validated), track it in MLflow, score out of sample and register; returns what it found and how it ended.
+    With a status file its phase, MLflow ids, trial rows and evaluation files are kept there for a parent run."""
     import ray
     import torch
 
-    exp, storage = checked.exp, checked.storage
-    status_file = StatusFile(args.status_file)
+    exp, storage, options = checked.exp, checked.storage, request.options
+    result = RunResult(exp.name, ExitCode.FAILED)
+    status_file = StatusFile(options.status_file)
     status_file.update(phase="starting", name=exp.name)
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
     _silence_rllib_import_noise()
     bound_waits(os.environ)
-    experiment_dir = args.output.resolve() / exp.name
+    experiment_dir = options.output.resolve() / exp.name
     previous = None
-    if args.resume:
+    if options.resume:
         previous, note = sweep_to_resume(storage, exp.name)
         if note:
             console.print(note, markup=False, highlight=False)
     tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
+    result.tracking_uri = tracking_uri
     client = make_client(tracking_uri)
     closures = PendingClosures(experiment_dir)
     ending = Ending()
     # A joined cluster that goes away mid-run ends it in one line (docs/faults.md), like the other faults.
-    watch = ClusterWatch(ray_target, functools.partial(_cluster_lost, console, args, client, ending, closures,
+    watch = ClusterWatch(ray_target, functools.partial(_cluster_lost, console, request, client, ending, closures,
                                                        storage, exp.name))
     started_ray = False
     try:
         for line in closures.apply(client, tracking_uri):
             console.print(line, markup=False, highlight=False)
         if previous:
-            check_resumable(storage, previous.tune_dir, rerun_command(args, resume=False))
+            check_resumable(storage, previous.tune_dir, rerun_command(request, resume=False))
         keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, console.print)
         watch.start()
-        started_ray = start_ray(ray_target, args, console)
-        return _sweep(checked, args, console, client, tracking_uri, previous, experiment_dir, status_file, ending)
+        started_ray = start_ray(ray_target, options.local_ray(), console)
+        result.exit_code = _sweep(checked, request, console, client, tracking_uri, previous, experiment_dir,
+                                  status_file, ending, result)
     except KeyboardInterrupt:
         ending.mlflow, ending.sweep = KILLED, INTERRUPTED
         raise
     except RunFault as fault:  # a refused resume names its own way back; a fault mid-sweep gets --resume
-        print_fault(console, str(fault), None, rerun_command(args, resume=True) if ending.state else None)
-        return EXIT_FAULT
+        print_fault(console, str(fault), None, rerun_command(request, resume=True) if ending.state else None)
+        result.exit_code = ExitCode.FAULT
     except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
         ending.tracking_down = tracking_unreachable(error, tracking_uri)
-        return _ended_by_fault(error, tracking_uri, storage, args, console, experiment_dir)
+        result.exit_code = _ended_by_fault(error, tracking_uri, storage, request, console, experiment_dir)
     finally:
         watch.stop()
         if ending.state is not None:
             _close(client, ending.state, ending, closures, storage, exp.name, console)
         if started_ray:
             ray.shutdown()
+    return result
 
 
-def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client: MlflowClient, tracking_uri: str,
-           previous: SweepState | None, experiment_dir: Path, status_file: StatusFile,
-           ending: Ending) -> int:
-    from experiments.results.scoring import score_sweep
-    from experiments.results.trials import SweepFailed
+def _sweep(checked: Checked, request: RunRequest, console: Console, client: MlflowClient, tracking_uri: str,
+           previous: SweepState | None, experiment_dir: Path, status_file: StatusFile, ending: Ending,
+           result: RunResult) -> ExitCode:
+    from experiments.results.mlflow_logging import log_judgement
+    from experiments.results.printing import print_judgement
+    from experiments.results.registry import register_group
+    from experiments.results.scoring import judge_sweep
+    from experiments.results.trials import CheckpointReader, SweepFailed
     from experiments.results.trials_ledger import LedgerRun, TrialsLedger
     from experiments.sweep.progress import TrialProgress
 
     exp, preset, plan, params, storage = checked.exp, checked.preset, checked.plan, checked.params, checked.storage
+    options, clock = request.options, request.clock
     env_id = exp.environment.env
     tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id,
             "algorithm": exp.algorithm, **exp.family.run_tags(exp.environment.env_config), **machine_tags(),
-            "smoke_test": str(args.smoke_test),
-            **({"run_group": args.run_group} if args.run_group else {})}
+            "smoke_test": str(options.smoke_test),
+            **({"run_group": options.run_group} if options.run_group else {})}
     check_live_cluster(plan, exp.tune.trial_resources)
     if previous:
         client.update_run(previous.parent_run_id, status="RUNNING")
@@ -232,6 +240,7 @@ def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client:
     ending.state = state  # closed whatever happens next
     state.save(storage, exp.name)
     out_dir = experiment_dir / state.parent_run_id
+    result.experiment_id, result.parent_run_id, result.output_dir = state.experiment_id, state.parent_run_id, out_dir
     status_file.update(phase="training", tracking_uri=tracking_uri, experiment_id=state.experiment_id,
                        parent_run_id=state.parent_run_id)
     if previous:
@@ -243,60 +252,71 @@ def _sweep(checked: Checked, args: argparse.Namespace, console: Console, client:
         tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
                            [tracker, TrialProgress(console, params.search_keys, status=status_file)])
     results, interrupted = fit(tuner, out_dir / "tune.log", resuming=previous is not None)
+    clock.lap("train")
     console.print()
     if interrupted:
         ending.mlflow, ending.sweep = KILLED, INTERRUPTED
-        console.print(f"sweep interrupted: continue it with {rerun_command(args, resume=True)}", markup=False,
+        console.print(f"sweep interrupted: continue it with {rerun_command(request, resume=True)}", markup=False,
                       highlight=False)
-        return EXIT_INTERRUPTED
-    for result in results:  # a trial lost to the storage or the disk: the run ends as the fault it is
-        if result.error is not None and what_failed(result.error, tracking_uri, storage, args.output):
-            raise result.error
+        return ExitCode.INTERRUPTED
+    for trial_result in results:  # a trial lost to the storage or the disk: the run ends as the fault it is
+        if trial_result.error is not None and what_failed(trial_result.error, tracking_uri, storage, options.output):
+            raise trial_result.error
     status_file.update(phase="scoring")
     ledger = LedgerRun(TrialsLedger(client, tracking_uri), exp.name, state.parent_run_id, tags["mlflow.user"],
-                       git_commit(), exp.smoke_test, args.fresh_ledger or "")
+                       git_commit(), exp.smoke_test, options.fresh_ledger or "")
+    reader = CheckpointReader(storage, out_dir / "downloaded")
     try:
-        partial = score_sweep(exp, results, params, client, state, storage, out_dir, console, ledger)
+        judgement = judge_sweep(exp, results, params, reader, console, ledger)
     except SweepFailed as failed:
+        result.partial = [str(failed)]
         console.print(f"error: the sweep failed: {escape(str(failed))}; Tune's log: {out_dir / 'tune.log'}; after "
-                      f"fixing the cause, retry its trials with {escape(rerun_command(args, resume=True))}")
-        return EXIT_FAILED
+                      f"fixing the cause, retry its trials with {escape(rerun_command(request, resume=True))}")
+        return ExitCode.FAILED
+    print_judgement(console, judgement, exp.tune.group_by)
+    chosen_runs = log_judgement(client, state, judgement, out_dir, ledger)
+    result.groups = judgement.groups
+    result.models = [register_group(exp, outcome, client, state, chosen_runs[group], reader, console,
+                                    checked.examples.get(outcome.chosen.fold) if len(judgement.groups) == 1 else None)
+                     for group, outcome in judgement.groups.items()]
+    partial = [*judgement.incomplete(), *(model.refused for model in result.models if model.refused)]
+    result.partial = partial
+    clock.lap("score")
     status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
                        verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
     ending.mlflow, ending.sweep = FINISHED, (PARTIAL if partial else SWEEP_FINISHED)
-    if hasattr(args, "clock"):
-        console.print(f"took {duration(args.clock.elapsed())}, estimated {checked.estimate.short()} "
-                      f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)"
-                      f"{args.clock.busy_note()}", markup=False, highlight=False)
+    console.print(f"took {duration(clock.elapsed())}, estimated {checked.estimate.short()} "
+                  f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)"
+                  f"{clock.busy_note()}", markup=False, highlight=False)
     name = exp.tracking.experiment_name or exp.name
     for line in ui_lines(tracking_uri, [(f"MLflow run {state.parent_run_id} in experiment '{name}'",
                                          state.experiment_id)]):
         console.print(line, markup=False, highlight=False)
     if partial:
         client.set_tag(state.parent_run_id, "partial", "; ".join(partial)[:5000])
-        console.print(f"[yellow]partial result (exit {EXIT_PARTIAL}): {escape('; '.join(partial))}. Failed trials "
-                      f"run again from their last checkpoints with {escape(rerun_command(args, resume=True))}"
-                      "[/yellow]")
-        return EXIT_PARTIAL
-    return 0
+        console.print(f"[yellow]partial result (exit {ExitCode.PARTIAL:d}): {escape('; '.join(partial))}. Failed "
+                      f"trials run again from their last checkpoints with "
+                      f"{escape(rerun_command(request, resume=True))}[/yellow]")
+        return ExitCode.PARTIAL
+    return ExitCode.OK
 
 
-def _ended_by_fault(error: Exception, tracking_uri: str, storage: Storage, args: argparse.Namespace,
-                    console: Console, experiment_dir: Path) -> int:
+def _ended_by_fault(error: Exception, tracking_uri: str, storage: Storage, request: RunRequest,
+                    console: Console, experiment_dir: Path) -> ExitCode:
     """A fault outside the run: one line, the chain in a log file, the way back. Anything else is a bug and
     keeps its traceback."""
-    line = what_failed(error, tracking_uri, storage, args.output)
+    line = what_failed(error, tracking_uri, storage, request.options.output)
     if line is None:
         raise error
-    print_fault(console, line, write_chain(error, experiment_dir), rerun_command(args, resume=True))
-    return EXIT_FAULT
+    print_fault(console, line, write_chain(error, experiment_dir), rerun_command(request, resume=True))
+    return ExitCode.FAULT
 
 
-def _cluster_lost(console: Console, args: argparse.Namespace, client: MlflowClient, ending: Ending,
+def _cluster_lost(console: Console, request: RunRequest, client: MlflowClient, ending: Ending,
                   closures: PendingClosures, storage: Storage, name: str, line: str) -> None:
     """The run's end when the cluster it joined went away, said from the cluster watch's thread (the main thread
     is stuck in Ray by then): the line, the way back, and its MLflow runs and sweep state closed as failed."""
-    print_fault(console, line, None, rerun_command(args, resume=True) if ending.state else None)
+    print_fault(console, line, None, rerun_command(request, resume=True) if ending.state else None)
     if ending.state is not None:
         _close(client, ending.state, ending, closures, storage, name, console)
 

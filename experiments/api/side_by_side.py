@@ -3,8 +3,8 @@
 `python -m experiments.run conf/agents.yaml` reads the listing (experiments/config/listing.py), gives each listed
 experiment its share of the machine (experiments/plan/placement.py) and checks every one of them exactly as a
 single run's `--dry-run` does, so a mistake in any file stops the run before anything trains. Then it starts
-one Ray cluster (one dashboard) and runs each experiment as its own `python -m experiments.run FILE
---address <this cluster> --hardware <its share>` process:
+one Ray cluster (one dashboard) and runs each experiment in its own process (experiments/api/child.py), which runs
+`api.run` with the typed options it is handed on stdin (this cluster's address, its share of the hardware):
 
 * each keeps its own hyperparameters, stop rules, MLflow parent run, evaluation and registered model;
 * its MLflow runs carry the tag `run_group=<listing>-<time>`, the same for all of them;
@@ -16,12 +16,10 @@ one Ray cluster (one dashboard) and runs each experiment as its own `python -m e
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,17 +33,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from envs.errors import InputError
+from experiments.api.child_process import start
+from experiments.api.options import RunOptions, RunRequest
+from experiments.api.preflight import Checked, load, preflight
 from experiments.config.listing import Listing, read_listing
 from experiments.hardware import HardwarePreset, select_preset
 from experiments.hardware.plan import duration
 from experiments.plan.cluster import leftover_address_file, resolve_ray_target
 from experiments.plan.placement import Share, share_machine
-from experiments.plan.preflight import Checked, load, preflight
+from experiments.records.exits import ExitCode
 from experiments.shell import python_command
 from experiments.sweep.progress import COLUMNS, PIPED_INTERVAL_S
 from experiments.sweep.run_status import read_status
 
-PARTIAL = 3  # exit code: some experiments failed, the others finished
 POLL_S = 1.0
 
 
@@ -79,19 +79,20 @@ class Child:
         return f"failed (exit {code})" if code > 0 else f"killed (signal {-code})"
 
 
-def refuse_single_run_flags(args: argparse.Namespace) -> None:
+def refuse_single_run_flags(request: RunRequest) -> None:
     """Flags that belong to one experiment, not to a listing."""
-    if args.overrides:
-        raise InputError(f"{args.conf}: --set applies to one experiment: give each listed experiment its own "
+    conf, options = request.conf, request.options
+    if request.overrides:
+        raise InputError(f"{conf}: --set applies to one experiment: give each listed experiment its own "
                          "with `- {file: NAME.yaml, set: [KEY=VALUE]}` in the listing")
-    if args.fresh_ledger is not None:
-        raise InputError(f"{args.conf}: --fresh-ledger starts one data set's trials ledger afresh: run python -m "
+    if options.fresh_ledger is not None:
+        raise InputError(f"{conf}: --fresh-ledger starts one data set's trials ledger afresh: run python -m "
                          "experiments.run <its file> --fresh-ledger REASON")
-    if args.resume:
-        raise InputError(f"{args.conf}: --resume continues one experiment: run python -m experiments.run "
+    if options.resume:
+        raise InputError(f"{conf}: --resume continues one experiment: run python -m experiments.run "
                          "<its file> --resume (same --output)")
-    if args.status_file or args.run_group:
-        raise InputError(f"{args.conf}: a listing cannot be started by another listing's run: list it in the "
+    if options.status_file or options.run_group:
+        raise InputError(f"{conf}: a listing cannot be started by another listing's run: list it in the "
                          "outer listing instead")
 
 
@@ -103,19 +104,21 @@ def concurrency_override(conf: Path, overrides: list[str], smoke_test: bool, sha
     return [] if own is not None and own <= share.max_trials else [f"tune.max_concurrent_trials={share.max_trials}"]
 
 
-def check_all(listing: Listing, preset: HardwarePreset, reason: str, args: argparse.Namespace,
+def check_all(listing: Listing, preset: HardwarePreset, reason: str, request: RunRequest, dry_run: bool,
               console: Console) -> list[Child]:
     """Every listed experiment checked with its share of `preset`'s machine; names must differ (they name the
     storage folders and MLflow experiments)."""
     shares = share_machine(preset, len(listing.entries))
+    options = request.options
     children, seen = [], {}
     for index, (entry, share) in enumerate(zip(listing.entries, shares)):
-        overrides = [*entry.overrides, *concurrency_override(entry.path, list(entry.overrides), args.smoke_test, share)]
-        checked = preflight(entry.path, overrides, args.smoke_test, args.storage, args.output,
-                            fetch=not args.dry_run, console=console,
+        overrides = [*entry.overrides, *concurrency_override(entry.path, list(entry.overrides), options.smoke_test,
+                                                             share)]
+        checked = preflight(entry.path, overrides, options.smoke_test, options.storage, options.output,
+                            fetch=not dry_run, console=console,
                             preset=(share.preset, f"{reason}: agent {index + 1} of {len(shares)} on {preset.name}"))
         if checked.exp.name in seen:
-            raise InputError(f"{args.conf}: {entry.path.name} and {seen[checked.exp.name]} both run experiment "
+            raise InputError(f"{request.conf}: {entry.path.name} and {seen[checked.exp.name]} both run experiment "
                              f"'{checked.exp.name}': list it once, or rename one with set: [name=OTHER]")
         seen[checked.exp.name] = entry.path.name
         children.append(Child(entry.path, checked, share, overrides))
@@ -140,43 +143,44 @@ def print_placement(console: Console, listing: Listing, children: list[Child], p
                   markup=False, highlight=False)
 
 
-def run_listing(args: argparse.Namespace, console: Console) -> int:
-    """Check every listed experiment, then (unless --dry-run) train them side by side; returns the exit code."""
-    refuse_single_run_flags(args)
-    listing = read_listing(args.conf)
-    ray_target = resolve_ray_target(args.address, os.environ, leftover_address_file())
-    preset, reason = select_preset(args.hardware, os.environ, listing.hardware)
-    children = check_all(listing, preset, reason, args, console)
+def run_listing(request: RunRequest, console: Console, dry_run: bool = False) -> ExitCode:
+    """Check every listed experiment, then (unless `dry_run`) train them side by side; returns the exit code."""
+    refuse_single_run_flags(request)
+    options = request.options
+    listing = read_listing(request.conf)
+    ray_target = resolve_ray_target(options.address, os.environ, leftover_address_file())
+    preset, reason = select_preset(options.hardware, os.environ, listing.hardware)
+    children = check_all(listing, preset, reason, request, dry_run, console)
     print_placement(console, listing, children, preset.name, preset.price_per_hour_usd)
-    if args.dry_run:
+    if dry_run:
         for child in children:
             console.print(f"[bold]{escape(child.name)}[/bold] ({escape(str(child.checked.exp.num_trials()))} trial(s))")
             for line in child.checked.lines:
                 console.print(f"  {line}", markup=False, highlight=False)
         console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
-        return 0
-    return train_side_by_side(listing, children, ray_target, args, console)
+        return ExitCode.OK
+    return train_side_by_side(listing, children, ray_target, options, console)
 
 
-def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any, args: argparse.Namespace,
-                       console: Console) -> int:
+def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any, options: RunOptions,
+                       console: Console) -> ExitCode:
     import ray
 
     from experiments.plan.local_ray import start_ray
     from experiments.tracking.runs import make_client, open_experiment
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    group, folder = f"{listing.name}-{stamp}", args.output / listing.name / stamp
+    group, folder = f"{listing.name}-{stamp}", options.output / listing.name / stamp
     (folder / "hardware").mkdir(parents=True, exist_ok=True)
     for child in children:  # one process creates the MLflow stores and experiments, so no child races another
         uri = child.checked.exp.tracking_uri()
         open_experiment(make_client(uri), child.checked.exp.tracking.experiment_name or child.name, uri)
-    started = start_ray(ray_target, args, console)
+    started = start_ray(ray_target, options.local_ray(), console)
     address = ray.get_runtime_context().gcs_address if started else ray_target.address
     interrupted = False
     try:
         for child in children:
-            start_child(child, folder, address, group, args)
+            start_child(child, folder, address, group, options)
         console.print(f"{len(children)} experiments started; their runs carry the MLflow tag run_group={group}; "
                       f"logs in {folder}", markup=False, highlight=False)
         interrupted = watch(children, console)
@@ -193,20 +197,17 @@ def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any,
     return exit_code(children, interrupted)
 
 
-def start_child(child: Child, folder: Path, address: str, group: str, args: argparse.Namespace) -> None:
-    """`python -m experiments.run FILE` on this cluster with the child's share of the machine."""
+def start_child(child: Child, folder: Path, address: str, group: str, options: RunOptions) -> None:
+    """The child's own process, running `api.run` on this cluster with its share of the machine: its file,
+    overrides and typed options go to experiments/api/child.py on stdin, not as a command line."""
     share_file = folder / "hardware" / f"{child.name}.yaml"
     share_file.write_text(yaml.safe_dump(child.share.preset.model_dump(mode="json"), sort_keys=False))
     child.log, child.status_path = folder / f"{child.name}.log", folder / f"{child.name}.status.json"
-    command = [sys.executable, "-m", "experiments.run", str(child.path), "--address", address,
-               "--hardware", str(share_file), "--output", str(args.output), "--run-group", group,
-               "--status-file", str(child.status_path)]
-    command += ["--smoke-test"] if args.smoke_test else []
-    command += ["--storage", args.storage] if args.storage else []
-    for override in child.overrides:
-        command += ["--set", override]
+    child_options = RunOptions(smoke_test=options.smoke_test, hardware=str(share_file), address=address,
+                               storage=options.storage, output=options.output, run_group=group,
+                               status_file=child.status_path)
     with child.log.open("w") as log:
-        child.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        child.process = start(child.path, child.overrides, child_options, log)
 
 
 def watch(children: list[Child], console: Console) -> bool:
@@ -308,7 +309,7 @@ def report(children: list[Child], console: Console) -> None:
         table.add_row(escape(child.name), escape(child.phase()), escape(child.status.get("parent_run_id", "-")),
                       escape(str(child.log)))
     console.print(table)
-    from experiments.results.evaluate import print_frame
+    from experiments.results.printing import print_frame
 
     for child in children:
         for path in child.status.get("evaluations", []):
@@ -338,9 +339,9 @@ def print_ui_commands(children: list[Child], console: Console) -> None:
             console.print(line, markup=False, highlight=False)
 
 
-def exit_code(children: list[Child], interrupted: bool) -> int:
+def exit_code(children: list[Child], interrupted: bool) -> ExitCode:
     """0 all finished, 3 partial, 1 none finished, 130 interrupted."""
     if interrupted:
-        return 130
+        return ExitCode.INTERRUPTED
     finished = sum(child.returncode == 0 for child in children)
-    return 0 if finished == len(children) else PARTIAL if finished else 1
+    return ExitCode.OK if finished == len(children) else ExitCode.PARTIAL if finished else ExitCode.FAILED

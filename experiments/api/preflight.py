@@ -2,14 +2,16 @@
 its RLlib config, all before Ray starts.
 
 `experiments.run` calls `preflight` for one experiment file; a run of several experiments
-(`experiments.sweep.side_by_side`) calls it for each listed file with that experiment's share of the machine, so
+(`experiments.api.side_by_side`) calls it for each listed file with that experiment's share of the machine, so
 a mistake in any of them stops the whole run before anything trains.
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,9 +19,11 @@ from rich.console import Console
 
 import algos
 import envs
+from algos.spec import check_servable
 from envs.errors import InputError
 from experiments.config.checks import ENV_CONFIG_PREFIX
 from experiments.config.experiment import ExperimentConfig
+from experiments.config.files import Override, apply_overrides, parse_overrides, read_experiment
 from experiments.config.load import load_experiment
 from experiments.config.protocol import FOLD_KEY, fold_indices
 from experiments.config.search_space import candidate_values
@@ -34,6 +38,7 @@ from experiments.hardware import (
 )
 from experiments.hardware.batch import check_split, memory_cap
 from experiments.hardware.plan import idle_cpus, trials_at_once
+from experiments.results.examples import Examples, example_observations
 from experiments.storage.filesystem import Storage, check_storage, resolve_storage
 
 # A --smoke-test run: the same pipeline, 2 trials x 2 short iterations; each algorithm and each env family adds its
@@ -60,6 +65,7 @@ class Checked:
     params: Any  # experiments.sweep.tuner.ParamSpace: the search space RLlib validated, which the sweep runs
     lines: list[str]  # the plan as printed: preset, resources, learning, estimate, search space, folds
     estimate: PlanEstimate
+    examples: dict[int, Examples] = field(default_factory=dict)  # per fold: observations, action space
 
 
 def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
@@ -87,16 +93,29 @@ def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
     return smoke
 
 
-def load(conf: Path, overrides: list[str], smoke_test: bool) -> ExperimentConfig:
-    """The experiment as it will run: the file, its --set overrides and, for a smoke test, the smoke budget."""
+def load(conf: Path, overrides: Sequence[str | Override], smoke_test: bool) -> ExperimentConfig:
+    """The experiment as it will run: the file, its --set overrides and, for a smoke test, the smoke budget (the
+    file is read once and each --set parsed once either way)."""
+    overrides = parse_overrides(overrides)
     if not smoke_test:
         exp = load_experiment(conf, overrides)
     else:
-        full = load_experiment(conf, overrides)  # the algorithm and the env may come from --set or extends
-        budget = [*SMOKE_OVERRIDES, *full.spec.smoke_overrides, *full.family.smoke_overrides]
-        exp = smoke_version(load_experiment(conf, [*budget, *overrides]))
+        raw = read_experiment(conf)
+        exp = smoke_version(load_experiment(conf, [*smoke_budget(raw, overrides), *overrides], raw=raw))
     check_selection(exp, str(conf))
     return exp
+
+
+def smoke_budget(raw: dict[str, Any], overrides: Sequence[Override]) -> tuple[Override, ...]:
+    """The smoke test's overrides: the platform's, then the algorithm's and the env family's own (the algorithm and
+    the env may come from --set or extends). A name that is not known adds nothing here; the file's validation
+    refuses it in its own words."""
+    probe = apply_overrides(copy.deepcopy(raw), overrides)
+    algorithm, env = probe.get("algorithm", "dqn"), (probe.get("environment") or {}).get("env")
+    spec = algos.algorithm(algorithm) if isinstance(algorithm, str) and algorithm in algos.ALGORITHMS else None
+    family = envs.family(env) if isinstance(env, str) else None
+    return (*parse_overrides(SMOKE_OVERRIDES), *parse_overrides(spec.smoke_overrides if spec else ()),
+            *parse_overrides(family.smoke_overrides if family else ()))
 
 
 def check_selection(exp: ExperimentConfig, source: str) -> None:
@@ -118,29 +137,33 @@ def prepare_data(exp: ExperimentConfig, fetch: bool, log: Callable[[str], None])
     return exp.family.prepare_data(exp.environment.env_config, searched, fetch, log)
 
 
-def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[list[str], int]:
+def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[list[str], int, dict[int, Examples]]:
     """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
-    data. Returns what the env says of itself (e.g. its features) and, with several folds, one line per fold with
-    its periods; and the bytes of one observation (float32), which size the update batch's memory (0 if not built)."""
+    data. Each fold's env is built once, as model selection reads it (its evaluation env_config: the validation part);
+    its split covers the fold's train and test parts too. Returns what the env says of itself (e.g. its features)
+    and, with several folds, one line per fold with its periods; the bytes of one observation (float32), which size
+    the update batch's memory (0 if not built); and each fold's example observations and action space, which
+    registration gives the model as its input example."""
     env_id, env_config = exp.environment.env, exp.environment.env_config
     envs.require_registered(env_id)
     if not construct:
-        return [], 0
+        return [], 0, {}
     periods: list[str] = []
     described: list[str] = []
     observation_bytes = 0
+    examples: dict[int, Examples] = {}
     for fold in fold_indices(exp):
         fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
-        env = exp.family.make(fold_config)
+        env = exp.family.make({**fold_config, **exp.evaluation.env_config})
         check_action_space(exp, env.action_space)
         described = described or envs.plan_lines(env)  # the first env built says where its features came from
         observation_bytes = 4 * math.prod(env.observation_space.shape or (1,))
-        exp.family.make({**fold_config, **exp.evaluation.env_config}).close()
         if exp.family.folds:
             parts = env.unwrapped.split_periods()
             periods.append(f"fold {fold}: " + ", ".join(f"{name} {a}..{b}" for name, (a, b) in parts.items()))
+        examples[fold] = example_observations(env)
         env.close()
-    return described + (periods if len(periods) > 1 else []), observation_bytes
+    return described + (periods if len(periods) > 1 else []), observation_bytes, examples
 
 
 def cap_batch(conf: Path, overrides: list[str], smoke_test: bool, exp: ExperimentConfig, preset: HardwarePreset,
@@ -236,13 +259,14 @@ def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: s
     `preset`: (preset, why) chosen by the caller, e.g. an experiment's share of the machine; else `hardware`
     (--hardware), GPU_PROFILE, the file's `hardware:` or detection choose."""
     exp = load(conf, overrides, smoke_test)
+    check_servable(exp.algorithm, exp.spec)  # registration comes after the whole sweep: refuse what it would refuse
     exp.tracking_uri()  # a URI with credentials in it is refused before anything prints or saves it
     storage = resolve_storage(storage_arg, exp.storage, output, str(conf))
     check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
     exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))
     missing = prepare_data(exp, fetch=fetch, log=console.print)
     try:
-        periods, observation_bytes = check_environment(exp, construct=not missing)
+        periods, observation_bytes, examples = check_environment(exp, construct=not missing)
     except InputError as error:
         raise named_in(conf, error) from None
     chosen, reason = preset or select_preset(hardware, os.environ, exp.hardware)
@@ -254,4 +278,4 @@ def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: s
 
     params = check_buildable(exp, plan, str(conf))
     lines += periods
-    return Checked(exp, storage, chosen, plan, params, lines, budget)
+    return Checked(exp, storage, chosen, plan, params, lines, budget, examples)

@@ -1,0 +1,277 @@
+"""`api.retrain` (and `python -m experiments.retrain CONF`): a challenger from fresh bars, a forward test against the champion, a gate.
+
+1. The forward window is the newest `retrain.forward_bars` bars of the experiment's data. With a champion (the
+   version holding the `champion` alias), they must all come after the champion's data ended: neither model has
+   trained or been selected on them; too few is refused with the number needed.
+2. The challenger trains on the data up to the forward window (a copy of the bars cut there, under --output):
+   - `mode: incremental` warm-starts one trial from the champion's checkpoint (weights and optimizer state; the
+     replay buffer starts empty) with the champion's searched values and seed, on the newest fold only, for
+     `retrain.incremental.iterations` iterations;
+   - `mode: full` runs the experiment's whole sweep from scratch.
+   Either way it is the experiment's own pipeline (`api.run`, in this process): tracked, scored, with its verdict,
+   and registered as a new version of the same model, which the run's result names.
+3. Champion and challenger are replayed over the forward window as paper trading would (their served code:
+   bars in, decisions out), next to the baselines; the gate (experiments.results.promotion) decides, and the version is
+   tagged with its lineage and the gate's numbers before an alias moves. `--promote` overrides the gate and is
+   recorded. With no champion yet, the first challenger becomes one only if its verdict supports an edge over
+   every baseline; else nothing is promoted, said in one line, exit 0. A `--smoke-test` retrain never sets the
+   champion alias on its own (only `--promote` does), said in one line.
+
+Its exit code is the challenger run's (experiments/records/exits.py), 1 when no challenger was registered.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.markup import escape
+
+from envs.errors import InputError
+from experiments.api.options import RunOptions
+from experiments.api.result import RetrainResult
+from experiments.records.exits import ExitCode
+from experiments.results.promotion import (
+    CHAMPION,
+    Decision,
+    champion_of,
+    excess_sharpes,
+    judge,
+    prior_excess_sharpes,
+    record,
+)
+from experiments.shell import runnable
+from experiments.storage.filesystem import resolve_storage
+
+
+@dataclass(frozen=True)
+class RetrainOptions:
+    """What `experiments.retrain`'s flags say beyond a run's: the retrain mode (else retrain.mode), whether the
+    challenger is promoted whatever the gate says, and whether to stop after checking the file, the champion and
+    the forward window."""
+
+    mode: str | None = None
+    promote: bool = False
+    check_only: bool = False
+    run: RunOptions = field(default_factory=RunOptions)
+
+
+def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, console: Any) -> RetrainResult:
+    import mlflow
+
+    from envs.trading.data import load_bars
+    from experiments.api.preflight import load
+    from experiments.api.runs import run
+    from experiments.results.registry import registered_name
+    from experiments.tracking.runs import make_client
+
+    run_options = options.run
+    exp = load(conf, overrides, run_options.smoke_test)
+    settings, env_config = exp.retrain, exp.environment.env_config
+    if not exp.family.retrain:
+        raise InputError(f"{conf}: {exp.environment.env} has no retrain: a retrain forward-tests champion and "
+                         "challenger on the newest bars of the one file it trained on (envs.EnvFamily.retrain), "
+                         "which this family's models do not have; score a CI history's model on new data with "
+                         "python -m experiments.transfer, a portfolio model on another universe or period with "
+                         "python -m experiments.studies.portfolio_zero_shot (and paper-trade it with python -m "
+                         "experiments.paper)")
+    if options.mode not in (None, "incremental", "full"):
+        raise InputError(f"retrain mode {options.mode!r}: use incremental or full")
+    # The challenger's sweep runs with --set name=<the experiment's>, so --set data_path does not rename the model.
+    name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test,
+                              exp.family.data_keys)
+    client = make_client(exp.tracking_uri())
+    mlflow.set_tracking_uri(exp.tracking_uri())
+    champion = champion_of(client, name)
+    mode = options.mode or settings.mode
+    if champion is None and mode == "incremental":
+        console.print(f"models:/{name}@champion does not exist yet: the first challenger comes from the full sweep",
+                      markup=False)
+        mode = "full"
+    data_path = env_config.get("data_path")
+    if not data_path:
+        raise InputError(f"{conf}: environment.env_config.data_path: retraining appends to a dataset file; "
+                         "name one (python -m experiments.data update PATH appends bars to it)")
+    bars = load_bars(data_path)
+    forward = forward_rows(bars, settings.forward_bars, champion, data_path)
+    console.print(f"forward window: {bars.index[forward.start]} .. {bars.index[forward.stop - 1]} "
+                  f"({len(forward)} bars, not trained or selected on by either model)", markup=False)
+    result = RetrainResult(ExitCode.OK, champion_version=str(champion.version) if champion else None)
+    if options.check_only:
+        return result
+    # What the challenger's trials read (the cut bars, the champion's checkpoint) goes where every node can read it:
+    # the run's storage (--storage, storage:, RLPLATFORM_STORAGE), else under --output.
+    output = run_options.output
+    storage = resolve_storage(run_options.storage, exp.storage, output.resolve(), str(conf))
+    folder = (exp.name, "retrain")
+    train_path = cut_copy(bars, forward.start, storage, folder, output / exp.name / "retrain")
+    group = f"retrain-{uuid.uuid4().hex[:8]}"
+    # The user's --set first: the cut data and the model's name must win over them.
+    challenger_sets = [*overrides, f"name={exp.name}", f"environment.env_config.data_path={train_path}"]
+    if mode == "incremental":
+        challenger_sets += warm_start_overrides(client, exp, champion, storage, folder, output / exp.name / "retrain",
+                                                console)
+    console.print(f"challenger: {mode} retrain on the bars up to {bars.index[forward.start - 1]}", markup=False)
+    challenger_run = run(conf, challenger_sets, run_options.but(run_group=group), console)
+    result.challenger, result.exit_code = challenger_run, challenger_run.exit_code
+    registered = [model for model in challenger_run.models if model.uri]
+    if not registered:
+        console.print(f"no challenger registered (experiments.run exit {challenger_run.exit_code:d}): nothing "
+                      "promoted", markup=False)
+        result.exit_code = challenger_run.exit_code or ExitCode.FAILED
+        return result
+    challenger = client.get_model_version(registered[0].name, registered[0].version)
+    result.challenger_version = str(challenger.version)
+    decision, result.forward = decide(client, name, challenger, champion, bars, forward, exp, options.promote,
+                                      console)
+    lineage = {"parent_version": str(champion.version) if champion else "none", "retrain/mode": mode,
+               "forward_start": str(bars.index[forward.start]), "forward_end": str(bars.index[forward.stop - 1])}
+    alias = record(client, name, challenger.version, decision, lineage)
+    result.promoted, result.decision = alias == CHAMPION, decision.reason
+    console.print(escape(f"models:/{name}/{challenger.version} -> @{alias}: {decision.reason}"))
+    if alias == CHAMPION:
+        console.print(runnable(f"serve it: python -m experiments.serve 'models:/{name}@champion'"), markup=False)
+    return result
+
+
+def forward_rows(bars: pd.DataFrame, forward_bars: int, champion: Any | None, data_path: str) -> range:
+    """The newest `forward_bars` rows, all after the bars the champion trained on and was promoted on (its own forward
+    window); InputError naming how many are needed."""
+    if len(bars) <= forward_bars:
+        raise InputError(f"{data_path}: {len(bars)} bars cannot hold a forward window of retrain.forward_bars "
+                         f"{forward_bars} and data to train on: append bars, or lower retrain.forward_bars")
+    rows = range(len(bars) - forward_bars, len(bars))
+    if champion is not None:
+        seen = "forward_end" if "forward_end" in champion.tags else "data_end"
+        end = pd.Timestamp(champion.tags.get(seen, bars.index[-1]))
+        fresh = int((bars.index > end).sum())
+        if fresh < forward_bars:
+            what = "the window it was promoted on" if seen == "forward_end" else "its data"
+            raise InputError(f"{data_path}: the forward test needs {forward_bars} bars after the champion's data ended "
+                             f"({end}, the end of {what}); the data has {fresh}: append bars with "
+                             "python -m experiments.data update "
+                             f"{data_path} --from FILE, or lower retrain.forward_bars")
+    return rows
+
+
+def cut_copy(bars: pd.DataFrame, stop: int, storage: Any, folder: tuple[str, ...], local: Path) -> str:
+    """The bars before row `stop`, as a dataset the challenger trains on, in the storage (written whole: a local
+    file renamed into place, one PUT on S3; reused if present); its path or s3:// URI."""
+    from envs.trading.calendar import ALL_WEEK
+    from envs.trading.data import save_bars
+
+    part = bars.iloc[:stop]
+    name = f"{bars.attrs.get('symbol', 'bars')}_{bars.attrs.get('timeframe', '')}_to_{part.index[-1]:%Y%m%dT%H%M}.parquet"
+    path = local / name
+    if not path.exists():
+        local.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        save_bars(part, temporary, bars.attrs.get("symbol", ""), bars.attrs.get("timeframe", ""),
+                  gaps=bars.attrs.get("gaps", "ffill"), calendar=bars.attrs.get("calendar", ALL_WEEK))
+        temporary.replace(path)
+    if storage.is_local:
+        return str(path.resolve())
+    with storage.filesystem.open_output_stream(storage.path(*folder, name)) as stream:
+        stream.write(path.read_bytes())
+    return storage.uri_of(*folder, name)
+
+
+def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, folder: tuple[str, ...], local: Path,
+                         console: Any) -> list[str]:
+    """--set overrides for one trial warm-started from the champion: its checkpoint (in the storage), searched
+    values and seed, the newest fold only, the incremental budget and settings."""
+    import pyarrow.fs as pafs
+
+    from experiments.config.protocol import FOLD_KEY
+
+    run = client.get_run(champion.run_id)
+    downloaded = local / f"champion-v{champion.version}"
+    if not (downloaded / "best_checkpoint").exists():
+        local.mkdir(parents=True, exist_ok=True)
+        client.download_artifacts(champion.tags["parent_run_id"], "best_checkpoint", str(downloaded))
+    checkpoint = str((downloaded / "best_checkpoint").resolve())
+    if not storage.is_local:
+        target = storage.path(*folder, f"champion-v{champion.version}")
+        pafs.copy_files(checkpoint, target, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=storage.filesystem)
+        checkpoint = storage.uri_of(*folder, f"champion-v{champion.version}")
+    pinned = [f"{key}={run.data.params[key]}" for key in exp.tune.search_space
+              if key != FOLD_KEY and key in run.data.params]
+    overrides = [*pinned, f"tune.seeds=[{run.data.params.get('seed', exp.tune.seeds[0])}]", "tune.num_samples=1",
+                 f"warm_start={checkpoint}"]
+    if exp.evaluation.protocol and exp.evaluation.protocol.get("type") == "walk_forward":
+        overrides.append("evaluation.protocol.folds=1")
+    if not exp.smoke_test:
+        overrides.append(f"tune.stop.training_iteration={exp.retrain.incremental.iterations}")
+    overrides += [f"{key}={value}" for key, value in exp.retrain.incremental.settings.items()]
+    console.print(f"warm start from models:/{champion.name}/{champion.version}'s checkpoint (weights and optimizer "
+                  f"state; the replay buffer starts empty), with its {', '.join(pinned) or 'settings'} and seed",
+                  markup=False)
+    return overrides
+
+
+def decide(client: Any, name: str, challenger: Any, champion: Any | None, bars: pd.DataFrame, forward: range,
+           exp: Any, force: bool, console: Any) -> tuple[Decision, pd.DataFrame]:
+    """Forward-test and judge the challenger (or, with no champion, read its verdict); and the forward table."""
+    import mlflow
+
+    from envs.trading.forward_test import forward_test
+
+    policies = {"challenger": _decider(mlflow.pyfunc.load_model(f"models:/{name}/{challenger.version}"))}
+    if champion is not None:
+        policies["champion"] = _decider(mlflow.pyfunc.load_model(f"models:/{name}/{champion.version}"))
+    report = forward_test(policies, bars, forward)
+    return _judged(client, name, challenger, champion, report, exp, force, console), report.table
+
+
+def _judged(client: Any, name: str, challenger: Any, champion: Any | None, report: Any, exp: Any, force: bool,
+            console: Any) -> Decision:
+    """The gate's decision on the forward test's `report`, printed with its table."""
+    console.print(f"forward test {report.window}: each model's served code, the backtest's costs", markup=False)
+    console.print(report.table[["total_return", "sharpe", "max_drawdown", "trades"]].round(4).to_string(),
+                  markup=False, highlight=False)
+    baselines = [b for b in report.table.index if b not in ("challenger", "champion")]
+    metrics = client.get_run(challenger.tags["parent_run_id"]).data.metrics
+    if champion is None:
+        missing = [b for b in baselines if metrics.get(f"verdict/supported/{b}") != 1.0]
+        numbers = {"forward_sharpe": float(report.table.loc["challenger", "sharpe"]),
+                   **excess_sharpes(report.returns, "challenger", {b: b for b in baselines})}
+        if not missing:
+            return smoke_held(Decision(True, "first champion: its verdict supports an edge over every baseline",
+                                       numbers), exp.smoke_test, force)
+        reason = f"its verdict does not support an edge over {', '.join(missing)}"
+        if force:
+            return Decision(True, f"first champion, forced with --promote: {reason}", numbers, forced=True)
+        console.print(f"no champion: {reason}: nothing promoted (--promote makes one anyway, recorded)", markup=False)
+        return Decision(False, f"not promoted: {reason}", numbers)
+    decision = judge(report.table, report.returns, "challenger", "champion", baselines, exp.retrain.gate,
+                     prior_excess_sharpes(client, name, challenger.version, [CHAMPION, *baselines]),
+                     metrics.get("verdict/pbo"))
+    if force and not decision.promote:
+        return Decision(True, f"forced with --promote ({decision.reason})", decision.numbers, forced=True)
+    return smoke_held(decision, exp.smoke_test, force)
+
+
+def smoke_held(decision: Decision, smoke_test: bool, force: bool) -> Decision:
+    """A --smoke-test challenger is never promoted by its own numbers, whatever they are: two short iterations prove
+    that the pipeline runs, not that a model is worth deploying. Only --promote (`force`), recorded as forced, makes
+    one a champion. The reason is the one line retrain prints for the version."""
+    if not smoke_test or not decision.promote or decision.forced:
+        return decision
+    held = "a --smoke-test run never sets the champion alias on its own"
+    if force:
+        return Decision(True, f"forced with --promote ({held}; {decision.reason})", decision.numbers, forced=True)
+    return Decision(False, f"not promoted: {held} (--promote does, recorded); the gate alone would have said: "
+                           f"{decision.reason}", decision.numbers)
+
+
+def _decider(model: Any) -> tuple[Any, Any]:
+    """A pyfunc policy model's bar reader and its decisions as `envs.trading.paper.Decide`."""
+    def decide(bars: pd.DataFrame, held: float) -> float:
+        return float(model.predict(bars.assign(position=held))["target_position"].iloc[0])
+
+    return model.unwrap_python_model().inputs, decide
+
