@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from envs.errors import InputError, RunFault
+from experiments.records.exits import ExitCode
 
 # Piped output (CI logs, `| tee`, nohup) is not cut into the terminal's 80 columns: text lines keep their
 # length (soft wrap) and a table gets the width it needs up to this.
@@ -61,15 +62,16 @@ def terminal_console() -> Console:
 
 def exit_code(command: Callable[[], int], interrupted: str = "interrupted") -> int:
     """A CLI's exit code: its body's; bad input (an InputError) is one line on stderr and 2, a fault outside it
-    (a RunFault) one line and 4, Ctrl-C 130."""
+    (a RunFault) one line and 4, Ctrl-C 130 (experiments/records/exits.py). Every command ends through this
+    (tests/unit/test_commands.py)."""
     try:
         return command()
     except InputError as error:
         print(f"error: {runnable(str(error))}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
     except RunFault as fault:
         print(f"fault: {runnable(str(fault))}", file=sys.stderr)
-        return 4
+        return ExitCode.FAULT
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED

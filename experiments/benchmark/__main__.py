@@ -9,6 +9,7 @@ from pathlib import Path
 
 from experiments.benchmark import common
 from experiments.benchmark.common import BENCHMARKS, Budget, PeerMissing
+from experiments.records.exits import ExitCode
 from experiments.shell import exit_code
 
 
@@ -97,7 +98,7 @@ def _main(argv: list[str] | None) -> int:
             failed.append(name)
     if skipped:
         console.print(f"[yellow]skipped (peer not installed): {', '.join(skipped)}[/yellow]")
-    return 1 if failed else 0
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 if __name__ == "__main__":
