@@ -12,13 +12,24 @@
 - `transfer(model_uri, histories, online)`: the execution agent's zero-shot and online tables, printed and logged.
 docs/api.md documents each with a runnable example.
 """
-from experiments.api.comparison import Comparison, compare
-from experiments.api.model_scoring import score
-from experiments.api.options import RunOptions
-from experiments.api.result import RetrainResult, RunResult
-from experiments.api.retraining import RetrainOptions, retrain
-from experiments.api.runs import Plan, plan, run
-from experiments.api.transfers import transfer
+import importlib
+from typing import Any
 
-__all__ = ["Comparison", "Plan", "RetrainOptions", "RetrainResult", "RunOptions", "RunResult", "compare", "plan",
-           "retrain", "run", "score", "transfer"]
+# Each name and the module that defines it, imported on first use: `python -m experiments.run --dry-run` reads only
+# what planning needs (not MLflow's model code, scoring or the verdict's libraries), so the API costs it nothing.
+_EXPORTS = {
+    "Comparison": "experiments.api.comparison", "compare": "experiments.api.comparison",
+    "score": "experiments.api.model_scoring",
+    "RunOptions": "experiments.api.options",
+    "RetrainResult": "experiments.api.result", "RunResult": "experiments.api.result",
+    "RetrainOptions": "experiments.api.retraining", "retrain": "experiments.api.retraining",
+    "Plan": "experiments.api.runs", "plan": "experiments.api.runs", "run": "experiments.api.runs",
+    "transfer": "experiments.api.transfers",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'experiments.api' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

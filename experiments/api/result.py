@@ -6,13 +6,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from experiments.records.exits import ExitCode
-from experiments.results.registry import Registered
-from experiments.results.scoring import GroupOutcome
-from experiments.results.verdict import Verdict
+
+if TYPE_CHECKING:  # what a finished run holds; imported by the run that fills it, not by a dry run
+    from experiments.results.registry import Registered
+    from experiments.results.scoring import GroupOutcome
+    from experiments.results.verdict import Verdict
 
 
 @dataclass
@@ -20,8 +23,8 @@ class RunResult:
     experiment: str
     exit_code: ExitCode
     partial: list[str] = field(default_factory=list)       # what is missing from the plan (exit 3), or why it failed
-    groups: dict[str, GroupOutcome] = field(default_factory=dict)  # per group (coin; "all" without one)
-    models: list[Registered] = field(default_factory=list)  # one per group: its URI and version, or why not
+    groups: dict[str, "GroupOutcome"] = field(default_factory=dict)  # per group (coin; "all" without one)
+    models: list["Registered"] = field(default_factory=list)  # one per group: its URI and version, or why not
     tracking_uri: str = ""
     experiment_id: str = ""
     parent_run_id: str = ""
@@ -37,7 +40,7 @@ class RunResult:
     def ok(self) -> bool:
         return self.exit_code == ExitCode.OK
 
-    def verdict(self, group: str | None = None) -> Verdict | None:
+    def verdict(self, group: str | None = None) -> "Verdict | None":
         """The verdict of `group` (the only one when None); None for families that report no returns."""
         outcome = self._group(group)
         return outcome.verdict if outcome else None
@@ -81,7 +84,7 @@ class RunResult:
         models = [m for m in self.models if m.uri and (group is None or m.group == group)]
         return models[0].uri if len(models) == 1 or (models and group is not None) else None
 
-    def _group(self, group: str | None) -> GroupOutcome | None:
+    def _group(self, group: str | None) -> "GroupOutcome | None":
         if group is None:
             return next(iter(self.groups.values())) if len(self.groups) == 1 else None
         return self.groups.get(group)
