@@ -1,6 +1,8 @@
-"""One experiment of a side-by-side run, in its own process (failure and memory isolation): it reads the file, its
-overrides and its typed `RunOptions` as JSON on stdin, runs `api.run`, and exits with the run's code. The parent
-(experiments/api/side_by_side.py, through experiments/api/child_process.py) reads its progress from the status file named in its options."""
+"""One experiment of a side-by-side run, in its own process (failure and memory isolation): `python -m
+experiments.api.child FILE` reads its overrides and typed `RunOptions` as JSON on stdin, runs `api.run` on FILE, and
+exits with the run's code. The file is the one argument, so `ps` shows which experiment each child is. The parent
+(experiments/api/side_by_side.py, through experiments/api/child_process.py) reads its progress from the status file
+named in its options."""
 from __future__ import annotations
 
 import json
@@ -15,7 +17,7 @@ def main() -> int:
     def run_handed() -> int:
         handed = json.loads(sys.stdin.read())
         options = RunOptions.from_json(json.dumps(handed["options"]))
-        return int(run(handed["conf"], handed["overrides"], options, terminal_console()).exit_code)
+        return int(run(sys.argv[1], handed["overrides"], options, terminal_console()).exit_code)
 
     return exit_code(run_handed)
 
