@@ -230,7 +230,13 @@ def make_env(env_id: str, env_config: dict[str, Any] | None = None) -> gym.Env:
     require_registered(env_id)
     work_counts.count(work_counts.ENV_BUILDS)
     config = dict(env_config or {})
-    return gym.make(env_id, config=config) if env_id in ENVIRONMENTS else gym.make(env_id, **config)
+    if env_id in ENVIRONMENTS:
+        return gym.make(env_id, config=config)
+    try:
+        return gym.make(env_id, **config)
+    except TypeError as error:  # a keyword the env does not take: the file's mistake, said in one line
+        raise InputError(f"env_config for {env_id}: {str(error).split(' was raised', 1)[0]}: give only the keyword "
+                         f"arguments {env_id} takes") from None
 
 
 def make_vector_env(env_id: str, num_envs: int, env_config: dict[str, Any] | None = None) -> gym.vector.VectorEnv:

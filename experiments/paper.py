@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
-from experiments.shell import exit_code
+from experiments.shell import exit_code, runnable
 from experiments.tracking.store import default_tracking_uri
 
 STATE_TAG, KEY_TAG, DRIFT_TAG = "paper.state", "paper.key", "drift"
@@ -194,7 +194,7 @@ class PaperTrader:
                     for line in update_dataset(BarsSource(fetch=self.args.exchange), str(bars)):
                         print(line, flush=True)
                 except InputError as error:
-                    print(f"error: {error}", file=sys.stderr, flush=True)
+                    print(f"error: {runnable(str(error))}", file=sys.stderr, flush=True)
                     print(f"no new bars for {bars} from {self.args.exchange} this time; trying again in "
                           f"{self.args.poll_seconds:g} s", flush=True)
         return self.market.read()

@@ -66,12 +66,18 @@ def exit_code(command: Callable[[], int], interrupted: str = "interrupted") -> i
     (tests/unit/test_commands.py)."""
     try:
         return command()
-    except InputError as error:
-        print(f"error: {runnable(str(error))}", file=sys.stderr)
-        return ExitCode.BAD_INPUT
-    except RunFault as fault:
-        print(f"fault: {runnable(str(fault))}", file=sys.stderr)
-        return ExitCode.FAULT
+    except (InputError, RunFault) as error:
+        return ended_by(error)
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return ExitCode.INTERRUPTED
+
+
+def ended_by(error: InputError | RunFault) -> ExitCode:
+    """Say bad input (`error: ...`, exit 2) or a fault outside the run (`fault: ...`, exit 4) in its one line on
+    stderr, with the commands in it runnable as printed; the exit code it ends with."""
+    if isinstance(error, InputError):
+        print(f"error: {runnable(str(error))}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    print(f"fault: {runnable(str(error))}", file=sys.stderr)
+    return ExitCode.FAULT

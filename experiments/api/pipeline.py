@@ -29,7 +29,9 @@ from envs.errors import RunFault
 from experiments.api.options import RunRequest
 from experiments.api.preflight import Checked
 from experiments.api.result import RunResult
+from experiments.config.checks import ENV_CONFIG_PREFIX
 from experiments.config.experiment import ExperimentConfig
+from experiments.config.protocol import FOLD_KEY
 from experiments.hardware import ResourcePlan, check_live_cluster
 from experiments.hardware.plan import duration
 from experiments.plan.cluster import RayTarget
@@ -204,10 +206,10 @@ def _sweep(checked: Checked, request: RunRequest, console: Console, client: Mlfl
            previous: SweepState | None, experiment_dir: Path, status_file: StatusFile, ending: Ending,
            result: RunResult) -> ExitCode:
     from experiments.results.mlflow_logging import log_judgement
-    from experiments.results.printing import print_judgement
+    from experiments.results.printing import print_group, print_group_table, print_partial
     from experiments.results.registry import register_group
     from experiments.results.scoring import judge_sweep
-    from experiments.results.trials import CheckpointReader, SweepFailed
+    from experiments.results.trials import ALL, CheckpointReader, SweepFailed
     from experiments.results.trials_ledger import LedgerRun, TrialsLedger
     from experiments.sweep.progress import TrialProgress
 
@@ -273,13 +275,19 @@ def _sweep(checked: Checked, request: RunRequest, console: Console, client: Mlfl
         console.print(f"error: the sweep failed: {escape(str(failed))}; Tune's log: {out_dir / 'tune.log'}; after "
                       f"fixing the cause, retry its trials with {escape(rerun_command(request, resume=True))}")
         return ExitCode.FAILED
-    print_judgement(console, judgement, exp.tune.group_by)
     chosen_runs = log_judgement(client, state, judgement, out_dir, ledger)
-    result.groups = judgement.groups
-    result.models = [register_group(exp, outcome, client, state, chosen_runs[group], reader, console,
-                                    checked.examples.get(outcome.chosen.fold) if len(judgement.groups) == 1 else None)
-                     for group, outcome in judgement.groups.items()]
-    partial = [*judgement.incomplete(), *(model.refused for model in result.models if model.refused)]
+    result.groups, partial = judgement.groups, list(judgement.partial)
+    print_partial(console, partial)
+    single = len(judgement.groups) == 1
+    for group, outcome in judgement.groups.items():  # each group's verdict, then its model
+        print_group(console, group, outcome, single)
+        if outcome.verdict is not None and outcome.verdict.missing:
+            partial.append(f"{'' if group == ALL else group + ': '}{outcome.verdict.missing}")
+        examples = checked.examples.get(outcome.chosen.fold) if single and not _searches_env(exp) else None
+        model = register_group(exp, outcome, client, state, chosen_runs[group], reader, console, examples)
+        result.models.append(model)
+        partial += [model.refused] if model.refused else []
+    print_group_table(console, judgement, exp.tune.group_by)
     result.partial = partial
     clock.lap("score")
     status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
@@ -299,6 +307,12 @@ def _sweep(checked: Checked, request: RunRequest, console: Console, client: Mlfl
                       f"{escape(rerun_command(request, resume=True))}[/yellow]")
         return ExitCode.PARTIAL
     return ExitCode.OK
+
+
+def _searches_env(exp: ExperimentConfig) -> bool:
+    """Whether the sweep searches an env_config key besides the fold: then a trial's env (its observations) may differ
+    from the one the dry run built for its fold, and registration builds the chosen trial's own."""
+    return any(key.startswith(ENV_CONFIG_PREFIX) and key != FOLD_KEY for key in exp.tune.search_space)
 
 
 def _ended_by_fault(error: Exception, tracking_uri: str, storage: Storage, request: RunRequest,

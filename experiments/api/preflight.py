@@ -141,7 +141,8 @@ def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[li
     """Fail before Ray starts if the env id is unknown or its data/config is bad; every fold must fit the
     data. Each fold's env is built once, as its trials train on it; its split checks every part of the fold (train,
     validation, test) against the episode length and decision interval, and the evaluation env_config was checked by
-    the family's model when the file was read. Returns what the env says of itself (e.g. its features)
+    the family's model when the file was read (a family without one gets the evaluation's keys in its one build).
+    Returns what the env says of itself (e.g. its features)
     and, with several folds, one line per fold with its periods; the bytes of one observation (float32), which size
     the update batch's memory (0 if not built); and each fold's example observations and action space, which
     registration gives the model as its input example."""
@@ -155,7 +156,9 @@ def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[li
     examples: dict[int, Examples] = {}
     for fold in fold_indices(exp):
         fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
-        env = exp.family.make(fold_config)
+        # An env without a config model (a Gymnasium id's keyword arguments) is built with the evaluation's keys laid
+        # over it, so a key its evaluation env would refuse is refused here, not after training.
+        env = exp.family.make(fold_config if exp.family.config_model else {**fold_config, **exp.evaluation.env_config})
         check_action_space(exp, env.action_space)
         described = described or envs.plan_lines(env)  # the first env built says where its features came from
         observation_bytes = 4 * math.prod(env.observation_space.shape or (1,))

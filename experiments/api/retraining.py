@@ -30,9 +30,9 @@ from typing import Any
 import pandas as pd
 from rich.markup import escape
 
-from envs.errors import InputError
+from envs.errors import InputError, RunFault
 from experiments.api.options import RunOptions
-from experiments.api.result import RetrainResult
+from experiments.api.result import RetrainResult, RunResult
 from experiments.records.exits import ExitCode
 from experiments.results.promotion import (
     CHAMPION,
@@ -43,7 +43,7 @@ from experiments.results.promotion import (
     prior_excess_sharpes,
     record,
 )
-from experiments.shell import runnable
+from experiments.shell import ended_by, runnable
 from experiments.storage.filesystem import resolve_storage
 
 
@@ -115,9 +115,14 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
         challenger_sets += warm_start_overrides(client, exp, champion, storage, folder, output / exp.name / "retrain",
                                                 console)
     console.print(f"challenger: {mode} retrain on the bars up to {bars.index[forward.start - 1]}", markup=False)
-    challenger_run = run(conf, challenger_sets, run_options.but(run_group=group), console)
+    try:
+        challenger_run = run(conf, challenger_sets, run_options.but(run_group=group), console)
+    except (InputError, RunFault) as error:  # its one line, then what it means for the retrain
+        challenger_run = RunResult(exp.name, ended_by(error))
     result.challenger, result.exit_code = challenger_run, challenger_run.exit_code
-    registered = [model for model in challenger_run.models if model.uri]
+    # A version under another name (the challenger's inputs mean something else than the champion's) is no
+    # challenger of this model.
+    registered = [model for model in challenger_run.models if model.uri and model.name == name]
     if not registered:
         console.print(f"no challenger registered (experiments.run exit {challenger_run.exit_code:d}): nothing "
                       "promoted", markup=False)

@@ -5,6 +5,7 @@ and logged to MLflow (experiment `<model name>-transfer`, one run per history); 
 """
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -20,6 +21,8 @@ def transfer(model_uri: str, histories: list[str], online: bool = True, output: 
              tracking_uri: str | None = None) -> int:
     """Score the registered model on each history, print each table and log it to MLflow (and --output)."""
     import mlflow
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
     import envs
     from algos.online_comparator import online_learners

@@ -37,6 +37,7 @@ def _per_cycle_ms(rank, data) -> list[float]:
 
 def run(budget: Budget) -> Report:
     import mlflow
+    import ray
 
     from algos.online_comparator import OnlineComparator
     from envs.agents.testprio.config import parse_config
@@ -45,6 +46,7 @@ def run(budget: Budget) -> Report:
     from envs.agents.testprio.learning_to_rank import LearningToRank
     from experiments import api
 
+    ray.shutdown()  # an earlier benchmark of `all` may have left its Ray up; the run starts its own
     with tempfile.TemporaryDirectory() as folder:
         uri = f"sqlite:///{Path(folder) / 'mlflow.db'}"
         started = time.perf_counter()

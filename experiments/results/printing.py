@@ -16,35 +16,42 @@ from envs.report import EvaluationReport
 from experiments.plan.provenance import machine_line
 from experiments.results.importance import describe as describe_importance
 from experiments.results.report import fold_table, group_table
-from experiments.results.scoring import Judgement
+from experiments.results.scoring import GroupOutcome, Judgement
 from experiments.results.verdict import Verdict
 
 
-def print_judgement(console: Console, judgement: Judgement, group_by: str) -> None:
-    """What scoring found, group by group, as a single run prints it: one group's whole verdict, or a line per
-    group and the table of all of them."""
-    single = len(judgement.groups) == 1
-    for line in judgement.partial:
+def print_partial(console: Console, partial: list[str]) -> None:
+    """What is missing from the plan before any group is judged: failed trials, groups with no scored trial."""
+    for line in partial:
         console.print(f"[yellow]partial: {escape(line)}[/yellow]")
-    for group, outcome in judgement.groups.items():
-        if outcome.verdict is not None:
-            if single:
-                print_verdict(console, outcome.verdict, outcome.market)
-            else:
-                console.print(escape(f"{group} ({outcome.market}, {outcome.verdict.scope()}): "
-                                     f"{outcome.verdict.lines()[0]}"))
-        if outcome.importance is not None:
-            if single:
-                console.print(escape(describe_importance(outcome.importance)))
+
+
+def print_group(console: Console, group: str, outcome: GroupOutcome, single: bool) -> None:
+    """One group's outcome: its whole verdict and what features mattered when it is the run's only group, else one
+    verdict line; the out-of-sample report for families without a verdict."""
+    if outcome.verdict is not None:
+        if single:
+            print_verdict(console, outcome.verdict, outcome.market)
         else:
-            print_report(console, outcome.report)
+            console.print(escape(f"{group} ({outcome.market}, {outcome.verdict.scope()}): "
+                                 f"{outcome.verdict.lines()[0]}"))
+    if outcome.importance is not None:
+        if single:
+            console.print(escape(describe_importance(outcome.importance)))
+    else:
+        print_report(console, outcome.report)
+
+
+def print_group_table(console: Console, judgement: Judgement, group_by: str) -> None:
+    """With several verdicts, one table of them (the agent against the headline baseline per group)."""
     verdicts = judgement.verdicts()
-    if len(verdicts) > 1:
-        headline = next(iter(verdicts.values())).edges[0].baseline
-        name = group_by.split(".")[-1]
-        print_frame(console, group_table(verdicts), first_column=name,
-                    title=f"Verdict per {name} (agent vs {headline} over its folds; an edge needs DSR >= "
-                          f"{judgement.threshold:.4g}: 0.95 adjusted for {len(verdicts)} verdicts at once)")
+    if len(verdicts) < 2:
+        return
+    headline = next(iter(verdicts.values())).edges[0].baseline
+    name = group_by.split(".")[-1]
+    print_frame(console, group_table(verdicts), first_column=name,
+                title=f"Verdict per {name} (agent vs {headline} over its folds; an edge needs DSR >= "
+                      f"{judgement.threshold:.4g}: 0.95 adjusted for {len(verdicts)} verdicts at once)")
 
 
 def print_frame(console: Console, frame: pd.DataFrame, title: str, first_column: str = "") -> None:

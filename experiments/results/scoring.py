@@ -26,7 +26,6 @@ from experiments.records.params import ParamSpace
 from experiments.results.evaluate import evaluate_checkpoint
 from experiments.results.importance import feature_importance
 from experiments.results.trials import (
-    ALL,
     CheckpointReader,
     Trial,
     deployable,
@@ -68,11 +67,6 @@ class Judgement:
 
     def verdicts(self) -> dict[str, Verdict]:
         return {group: outcome.verdict for group, outcome in self.groups.items() if outcome.verdict is not None}
-
-    def incomplete(self) -> list[str]:
-        """Everything missing from the plan: `partial`, then each verdict's missing folds and seeds."""
-        return [*self.partial, *(f"{'' if group == ALL else group + ': '}{verdict.missing}"
-                                 for group, verdict in self.verdicts().items() if verdict.missing)]
 
 
 def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, threshold: float,

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.api.child_process import start as start_run
 from experiments.api.options import RunOptions
 from experiments.shell import exit_code
 
@@ -248,7 +249,7 @@ def run_pipeline(exp: Any, n_assets: int, output: Path) -> PipelineRun:
     polls = 0
     start = time.monotonic()
     with log.open("w") as sink:
-        process = start(CONF, overrides, options, sink, environment)
+        process = start_run(CONF, overrides, options, sink, environment)
         while process.poll() is None:
             phase = json.loads(status.read_text()).get("phase") if status.exists() else None
             if phase and phase not in seen:

@@ -61,3 +61,13 @@ def test_the_dry_run_refuses_an_algorithm_it_could_not_register(monkeypatch, cap
     assert main([str(REPO / "conf/dqn_cartpole.yaml"), "--dry-run"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: algorithm: dqn could not be registered") and error.count("\n") == 1
+
+
+def test_a_key_a_gymnasium_evaluation_env_refuses_is_refused_by_the_dry_run(capsys):
+    """A Gymnasium id has no config model: its one build per fold carries the evaluation's keys, so a keyword its
+    evaluation env would refuse ends the dry run in one line, not every trial after training."""
+    from experiments.run import main
+
+    assert main([str(REPO / "conf/dqn_cartpole.yaml"), "--dry-run", "--set", "evaluation.env_config.bogus=1"]) == 2
+    error = capsys.readouterr().err
+    assert "unexpected keyword argument 'bogus'" in error and error.count("\n") == 1
