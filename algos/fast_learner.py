@@ -44,28 +44,49 @@ from ray.rllib.utils.metrics import (
     NUM_MODULE_STEPS_TRAINED_LIFETIME,
 )
 
+from algos.learner_math import plain_step
+from algos.losses import dqn_loss
+
 # The columns the loss reads (the replay buffer's batch also carries truncateds and indices).
 LOSS_COLUMNS = (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
                 "n_step", "weights")
 
 
-def dqn_loss(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor], *, gamma: float,
-             double_q: bool, huber: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss, |TD error| per item, selected Q per item): RLlib's expected-Q DQN loss, same arithmetic."""
-    q_selected = torch.nan_to_num(
-        torch.gather(fwd_out[QF_PREDS], -1, batch[Columns.ACTIONS].long().unsqueeze(-1)), neginf=0.0).squeeze(-1)
-    q_target_next = fwd_out[QF_TARGET_NEXT_PREDS]
-    chooser = fwd_out[QF_NEXT_PREDS] if double_q else q_target_next
-    best = torch.argmax(chooser, dim=-1, keepdim=True)
-    q_next_best = torch.nan_to_num(torch.gather(q_target_next, -1, best), neginf=0.0).squeeze(-1)
-    target = (batch[Columns.REWARDS] + gamma ** batch["n_step"]
-              * (1.0 - batch[Columns.TERMINATEDS].float()) * q_next_best).detach()
-    loss_fn = torch.nn.functional.huber_loss if huber else torch.nn.functional.mse_loss
-    loss = torch.mean(batch["weights"] * loss_fn(q_selected, target, reduction="none"))
-    return loss, torch.abs(q_selected - target).detach(), q_selected.detach()
+class FastLearnerMixin:
+    """What the fast learners (DQN's here, SAC's in algos.fast_sac_learner) share around their own update loop:
+    one tensor conversion per call, the preset's autocast and compile knobs, and the step counts logged once."""
+
+    def _tensors(self, columns: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        return {key: torch.from_numpy(np.ascontiguousarray(columns[key])).to(self._device) for key in keys}
+
+    def _compiled(self, forward: Callable) -> Callable:
+        """torch.compile of the forward pass when the preset asks for it (RLlib's settings pick backend and mode),
+        compiled once per learner."""
+        if not self.config.torch_compile_learner:
+            return forward
+        if getattr(self, "_compiled_forward", None) is None:
+            self._compiled_forward = torch.compile(forward, backend=self.config.torch_compile_learner_dynamo_backend,
+                                                   mode=self.config.torch_compile_learner_dynamo_mode)
+        return self._compiled_forward
+
+    def _precision(self) -> contextlib.AbstractContextManager:
+        """Autocast for the forward pass and loss when the preset asks for mixed precision (bf16, or fp16
+        whose gradients the plain step scales); RLlib 2.60's learner has no autocast of its own."""
+        precision = getattr(self.config, "mixed_precision", "none")
+        if precision == "none":
+            return contextlib.nullcontext()
+        return torch.autocast(self._device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+    def _log_steps(self, mid: str, minibatch_size: int, trained: int) -> None:
+        """The step counts `Learner.update` logs, once per call instead of once per minibatch."""
+        self.metrics.log_value((mid, MODULE_TRAIN_BATCH_SIZE_MEAN), minibatch_size, reduce="mean")
+        for key in (mid, ALL_MODULES):
+            self.metrics.log_value((key, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum")
+            self.metrics.log_value((key, NUM_MODULE_STEPS_TRAINED_LIFETIME), trained, reduce="lifetime_sum",
+                                   with_throughput=True)
 
 
-class FastDQNTorchLearner(DQNTorchLearner):
+class FastDQNTorchLearner(FastLearnerMixin, DQNTorchLearner):
     def update_minibatches(self, columns: dict[str, np.ndarray], *, minibatch_size: int,
                            timesteps: dict[str, Any], loss_weight: float = 1.0) -> tuple[dict[str, Any], np.ndarray]:
         """One gradient step per `minibatch_size` consecutive items of `columns`; returns the reduced
@@ -78,8 +99,7 @@ class FastDQNTorchLearner(DQNTorchLearner):
                              "training.implementation: rllib")
         self.before_gradient_based_update(timesteps=timesteps)
         self._weights_seq_no += 1
-        tensors = {key: torch.from_numpy(np.ascontiguousarray(columns[key])).to(self._device)
-                   for key in LOSS_COLUMNS}
+        tensors = self._tensors(columns, LOSS_COLUMNS)
         count = len(tensors[Columns.OBS])
         td_errors = torch.empty(count, device=self._device)
         q_selected = torch.empty(count, device=self._device)
@@ -115,8 +135,6 @@ class FastDQNTorchLearner(DQNTorchLearner):
         the DDP wrapper, which is what makes the backward pass all-reduce the gradients."""
         if self.config.num_learners > 1:
             return lambda minibatch: self.module.forward_train({mid: minibatch})[mid]
-        if getattr(self, "_compiled_forward", None) is not None:
-            return self._compiled_forward
         module = self.module[mid].unwrapped()
 
         double_q = self.config.get_config_for_module(mid).double_q
@@ -131,19 +149,7 @@ class FastDQNTorchLearner(DQNTorchLearner):
                 q_target = module.forward_target({Columns.OBS: next_obs})[QF_PREDS]
             return {QF_PREDS: q_now, QF_NEXT_PREDS: q_next, QF_TARGET_NEXT_PREDS: q_target}
 
-        if self.config.torch_compile_learner:  # the preset's GPU knob; RLlib's settings pick backend and mode
-            self._compiled_forward = torch.compile(forward, backend=self.config.torch_compile_learner_dynamo_backend,
-                                                   mode=self.config.torch_compile_learner_dynamo_mode)
-            return self._compiled_forward
-        return forward
-
-    def _precision(self) -> contextlib.AbstractContextManager:
-        """Autocast for the forward pass and loss when the preset asks for mixed precision (bf16, or fp16
-        whose gradients the plain step scales); RLlib 2.60's learner has no autocast of its own."""
-        precision = getattr(self.config, "mixed_precision", "none")
-        if precision == "none":
-            return contextlib.nullcontext()
-        return torch.autocast(self._device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+        return self._compiled(forward)
 
     def _rllib_step(self, loss: torch.Tensor) -> None:
         """RLlib's gradient step: grad scalers (fp16), lr schedulers, every clipping mode, NaN guards."""
@@ -152,9 +158,10 @@ class FastDQNTorchLearner(DQNTorchLearner):
 
     def _plain_step_for(self, mid: str, config: Any) -> Callable[[torch.Tensor], None] | None:
         """The same step in four torch calls, for the common case (one optimizer, global-norm clipping,
-        no grad scaler, no lr schedule): RLlib's path checks every gradient tensor for NaN twice and
-        clips in a Python loop, which costs as much as the backward pass of a small network on CPU.
-        A step whose gradient norm is not finite is skipped, as RLlib skips it."""
+        no lr schedule): RLlib's path checks every gradient tensor for NaN twice and clips in a Python
+        loop, which costs as much as the backward pass of a small network on CPU. A step whose gradient
+        norm is not finite is skipped, as RLlib skips it (`algos.learner_math.plain_step`; with fp16, the
+        grad scaler's step skips it)."""
         optimizers = self.get_optimizers_for_module(mid)
         plain = (len(optimizers) == 1 and self._grad_scalers is None and self._lr_scheduler_classes is None
                  and (config.grad_clip is None or config.grad_clip_by == "global_norm"))
@@ -164,28 +171,24 @@ class FastDQNTorchLearner(DQNTorchLearner):
                 raise ValueError("mixed_precision fp16 needs FastDQN's plain gradient step: one optimizer, "
                                  "global-norm clipping, no lr schedule")
             return None
-        optimizer = optimizers[0][1]
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        clip = config.grad_clip
-        if fp16 and getattr(self, "_grad_scaler", None) is None:  # kept across calls: it adapts its scale
+        optimizer, clip = optimizers[0][1], config.grad_clip
+        if not fp16:
+            return plain_step(optimizer, clip)
+        if getattr(self, "_grad_scaler", None) is None:  # kept across calls: it adapts its scale
             self._grad_scaler = torch.amp.GradScaler(self._device.type)
-        scaler = self._grad_scaler if fp16 else None
+        scaler = self._grad_scaler
+        params = [p for group in optimizer.param_groups for p in group["params"]]
 
-        def step(loss: torch.Tensor) -> None:
+        def scaled_step(loss: torch.Tensor) -> None:
             optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-            else:
-                loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, clip, foreach=True) if clip else loss.detach()
-            if scaler is not None:
-                scaler.step(optimizer)  # skips the step itself when the unscaled gradients are not finite
-                scaler.update()
-            elif torch.isfinite(norm):
-                optimizer.step()
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            if clip:
+                torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+            scaler.step(optimizer)  # skips the step itself when the unscaled gradients are not finite
+            scaler.update()
 
-        return step
+        return scaled_step
 
     def _log_once(self, mid: str, losses: torch.Tensor, q_selected: torch.Tensor, td_errors: torch.Tensor,
                   minibatch_size: int, trained: int) -> None:
@@ -195,14 +198,5 @@ class FastDQNTorchLearner(DQNTorchLearner):
             QF_MAX_KEY: q_selected.max().item(), QF_MIN_KEY: q_selected.min().item(),
             TD_ERROR_MEAN_KEY: td_errors.mean().item(), self.TOTAL_LOSS_KEY: losses[-1].item(),
         }, key=mid, window=1)
-        self.metrics.log_value((mid, MODULE_TRAIN_BATCH_SIZE_MEAN), minibatch_size, reduce="mean")
-        for key in (mid, ALL_MODULES):
-            self.metrics.log_value((key, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum")
-            self.metrics.log_value((key, NUM_MODULE_STEPS_TRAINED_LIFETIME), trained, reduce="lifetime_sum",
-                                   with_throughput=True)
+        self._log_steps(mid, minibatch_size, trained)
 
-
-def update_minibatches(learner: FastDQNTorchLearner, shard: int, **kwargs: Any) -> tuple[int, dict[str, Any], np.ndarray]:
-    """Entry point for each learner (a module-level function pickles to remote learners); `shard` says
-    which slice of the batch this learner got, so the driver can put the TD errors back in order."""
-    return (shard, *learner.update_minibatches(**kwargs))

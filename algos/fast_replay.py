@@ -1,4 +1,4 @@
-"""Replay buffers over flat numpy arrays that return ready DQN train batches: uniform and proportional
+"""Replay buffers over flat numpy arrays that return ready DQN and SAC train batches: uniform and proportional
 prioritized (PER, Schaul et al. 2016).
 
 RLlib's `EpisodeReplayBuffer` builds one episode object per sampled item (slicing, validation,
@@ -16,7 +16,8 @@ numpy sum tree (`algos.sum_tree`), stratified over the whole batch, and weights 
 weight (N * P(i))^-beta / max_j (N * P(j))^-beta, beta annealed linearly to `beta_final`. New
 transitions get the largest priority seen so far; `update_priorities` sets |TD error| + epsilon.
 
-Used by `algos.fast_dqn.FastDQN`; needs Box (or Discrete) observations and discrete actions.
+Used by `algos.fast_training` (FastDQN, FastSAC); needs Box (or Discrete) observations, and discrete or Box
+actions.
 """
 from __future__ import annotations
 
@@ -46,11 +47,13 @@ class FlatReplayBuffer:
     def __len__(self) -> int:
         return self._size
 
-    def _allocate(self, obs: np.ndarray) -> None:
+    def _allocate(self, obs: np.ndarray, actions: np.ndarray) -> None:
+        """Ring arrays shaped like the first chunk: discrete actions as int64, Box actions (SAC) as float32."""
         shape, dtype = obs.shape[1:], obs.dtype if obs.dtype != np.float64 else np.float32
         self._obs = np.zeros((self.capacity, *shape), dtype=dtype)
         self._next_obs = np.zeros((self.capacity, *shape), dtype=dtype)
-        self._actions = np.zeros(self.capacity, dtype=np.int64)
+        discrete = np.issubdtype(actions.dtype, np.integer)
+        self._actions = np.zeros((self.capacity, *actions.shape[1:]), dtype=np.int64 if discrete else np.float32)
         self._rewards = np.zeros(self.capacity, dtype=np.float32)
         self._terminated = np.zeros(self.capacity, dtype=bool)
         self._stamp = np.full(self.capacity, -1, dtype=np.int64)  # which transition a slot holds
@@ -63,7 +66,7 @@ class FlatReplayBuffer:
             return
         obs = np.asarray(obs)
         if self._obs is None:
-            self._allocate(obs)
+            self._allocate(obs, actions)
         stamps = np.arange(self._added, self._added + length, dtype=np.int64)
         slots = stamps % self.capacity
         self._obs[slots] = obs[:-1]

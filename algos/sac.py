@@ -1,9 +1,11 @@
-"""SAC (soft actor-critic: twin Q, entropy-tuned alpha, squashed Gaussian policy): RLlib's SAC on the new API
-stack, for continuous (Box) actions.
+"""SAC (soft actor-critic: twin Q, entropy-tuned alpha, squashed Gaussian policy) for continuous (Box) actions:
+`training.implementation: fast` (the default) runs `algos.fast_sac.FastSAC`, RLlib's SAC module, loss and
+checkpoints with flat numpy replay and many updates per learner call; `rllib` runs RLlib's SAC as shipped.
 
 The `training` section (`SACTraining`) mirrors `SACConfig.training`. One `lr` drives the actor, the critic and
 alpha unless `actor_lr`, `critic_lr` or `alpha_lr` says otherwise, so the hardware plan, which reads and scales
-`lr`, scales every optimizer at once. The replay buffer is RLlib's uniform episode buffer, as in the SAC papers.
+`lr`, scales every optimizer at once. The replay buffer is uniform, as in the SAC papers, unless
+`replay_buffer_type: prioritized` (fast only).
 """
 from __future__ import annotations
 
@@ -19,17 +21,24 @@ if TYPE_CHECKING:
 
 # The learning rates that follow `lr` unless set.
 OWN_LRS = ("actor_lr", "critic_lr", "alpha_lr")
-# Env steps/s relative to the preset's declared rate (stock RLlib DQN) at one update per env step: an update costs
-# RLlib's SAC ~20-30 ms on 2 cores (episode replay sampling and learner connectors more than the [64, 64] nets), so
-# conf/sac_pendulum.yaml (batch 64, twin Q) ran 42 env steps/s on the cpu preset, which declares 300.
-SAC_SPEEDUP_AT_ONE_UPDATE_PER_STEP = 0.14
+# replay_buffer_type -> the buffer name RLlib's config validation accepts (FastSAC maps it to its flat buffer).
+REPLAY_BUFFERS = {"uniform": "EpisodeReplayBuffer", "prioritized": "PrioritizedEpisodeReplayBuffer"}
+# Env steps/s relative to the preset's declared rate (stock RLlib DQN) at one update per env step, per
+# implementation: an update costs RLlib's SAC ~20-30 ms on 2 cores (episode replay sampling and learner connectors
+# more than the [64, 64] nets), so conf/sac_pendulum.yaml (batch 64, twin Q) ran 42 env steps/s on the cpu preset,
+# which declares 300; FastSAC's update costs ~2 ms (docs/benchmarks.md).
+SPEEDUP_AT_ONE_UPDATE_PER_STEP = {"rllib": 0.14, "fast": 1.5}
 
 
 class SACTraining(ModelChoice, TrainingBase):
-    implementation: Literal["rllib"] = Field(
-        default="rllib",
-        description="Which code trains it: RLlib's SAC, the only one today (a file that names it keeps meaning it "
-                    "when a fast path comes, as training.implementation does for DQN).")
+    implementation: Literal["fast", "rllib"] = Field(
+        default="fast",
+        description="fast: algos.fast_sac.FastSAC, RLlib's SAC RLModule and loss with flat numpy replay and many "
+                    "minibatch updates per learner call (docs/benchmarks.md); rllib: RLlib's SAC as shipped.")
+    env_steps_per_learner_call: int = Field(
+        default=256, ge=1,
+        description="implementation fast only: env steps sampled before each learner call, which then runs all the "
+                    "updates they owe; larger amortizes the call, the policy acting on slightly older weights.")
     lr: float = Field(default=3e-4, gt=0,
                       description="The learning rate of the actor, the critic and alpha unless actor_lr, critic_lr or "
                                   "alpha_lr says otherwise (the hardware plan scales it).")
@@ -54,7 +63,13 @@ class SACTraining(ModelChoice, TrainingBase):
                                                    "overestimation).")
     n_step: int = Field(default=1, ge=1, description="Rewards summed before bootstrapping from Q.")
     replay_buffer_capacity: int = Field(default=1_000_000, ge=100,
-                                        description="Transitions RLlib's uniform episode replay buffer holds.")
+                                        description="Transitions the replay buffer holds; the oldest are dropped "
+                                                    "first.")
+    replay_buffer_type: Literal["uniform", "prioritized"] = Field(
+        default="uniform",
+        description="uniform draws every stored transition alike (the SAC papers); prioritized (implementation fast) "
+                    "replays large-TD-error transitions more often, with algos.fast_replay's defaults (alpha 0.6, "
+                    "beta 0.4 annealed to 1).")
     num_steps_sampled_before_learning_starts: int = Field(
         default=1500, ge=0, description="Env steps sampled (random actions) before the first update.")
     training_intensity: float | None = Field(
@@ -69,6 +84,13 @@ class SACTraining(ModelChoice, TrainingBase):
         if value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool)):
             return value
         raise ValueError("write auto (minus the number of action dimensions) or a number")
+
+    @model_validator(mode="after")
+    def _prioritized_is_fast(self) -> "SACTraining":
+        if self.replay_buffer_type == "prioritized" and self.implementation == "rllib":
+            raise ValueError("replay_buffer_type prioritized needs implementation fast (RLlib's SAC replays "
+                             "uniformly here)")
+        return self
 
     @model_validator(mode="after")
     def _scaled_lr_drives_all(self) -> "SACTraining":
@@ -91,15 +113,23 @@ def build(inputs: BuildInputs) -> "SACConfig":
 
     training = dict(inputs.sections["training"])
     training.pop("batch_scaling")  # already applied by the platform's hardware plan
-    training.pop("implementation")
+    implementation = training.pop("implementation")
+    per_call = training.pop("env_steps_per_learner_call")
     model = pop_model_config(training)
     lr = training.pop("lr")  # RLlib's SAC has no single lr: each optimizer gets its own
     rates = {key: lr if training[key] is None else training[key] for key in OWN_LRS}
-    replay_config = {"type": "EpisodeReplayBuffer", "capacity": training.pop("replay_buffer_capacity")}
+    replay_config = {"type": REPLAY_BUFFERS[training.pop("replay_buffer_type")],
+                     "capacity": training.pop("replay_buffer_capacity")}
     optional = {k: training.pop(k) for k in ("training_intensity", "grad_clip")}
     training.update(rates)
-    config = SACConfig().training(replay_buffer_config=replay_config, **training,
-                                  **{k: v for k, v in optional.items() if v is not None})
+    config = SACConfig()
+    if implementation == "fast":
+        from algos.fast_sac import FastSACConfig
+
+        config = FastSACConfig().fast(env_steps_per_learner_call=per_call,
+                                      update_batch_size=inputs.resources.update_batch_size)
+    config.training(replay_buffer_config=replay_config, **training,
+                    **{k: v for k, v in optional.items() if v is not None})
     # RLlib's own greedy evaluation (model selection reads it) acts as the scorer and the served model do.
     config = apply_common(config, inputs).rl_module(rl_module_spec=RLModuleSpec(catalog_class=TanhMeanSACCatalog))
     return with_portfolio_module(config, "sac", model, inputs.sections["rl_module"])
@@ -116,20 +146,29 @@ def _replay_ratio(training: Any, fragment: int, num_envs: int) -> float:
     return training.training_intensity or training.train_batch_size_per_learner / (fragment * num_envs)
 
 
+def trainable(training: dict[str, Any]) -> Any:
+    """What Tune runs: RLlib's registered "SAC", or the FastSAC class."""
+    if training["implementation"] == "fast":
+        from algos.fast_sac import FastSAC
+
+        return FastSAC
+    return "SAC"
+
+
 def _speedup(training: Any) -> float:
     """Env steps/s relative to the preset's rate: updates dominate, so it falls with the updates per env step; RLlib's
     native ratio (no training_intensity: one batch per sample call) is as cheap as stock DQN's."""
     if training.training_intensity is None:
         return 1.0
     updates_per_step = training.training_intensity / training.train_batch_size_per_learner
-    return min(1.0, SAC_SPEEDUP_AT_ONE_UPDATE_PER_STEP / updates_per_step)
+    return min(1.0, SPEEDUP_AT_ONE_UPDATE_PER_STEP[training.implementation] / updates_per_step)
 
 
 SPEC = AlgorithmSpec(
     name="sac",
     training_section=SACTraining,
     build=build,
-    trainable=lambda training: "SAC",
+    trainable=trainable,
     greedy=GreedyRule(output="action_dist_inputs", squash=True),  # tanh of the Gaussian's mean, in the Box
     action_spaces=("box",),
     export=NumpyExport(module="ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module:DefaultSACTorchRLModule",
@@ -144,4 +183,5 @@ SPEC = AlgorithmSpec(
     free_result_prefixes=("replay_buffer/",),
     speedup=_speedup,
     replay_ratio=_replay_ratio,
+    splits_batch_unevenly=lambda training: training.implementation == "fast",  # weighted slices, fast_training.py
 )

@@ -202,3 +202,14 @@ def test_sum_tree_sums_stay_exact_after_many_batched_updates():
     assert tree.total == pytest.approx(truth.sum(), rel=1e-12)
     drawn = tree.find(np.array([0.0, truth[:500].sum() + 1e-9]))
     assert drawn[1] == 500 + np.flatnonzero(truth[500:] > 0)[0]
+
+
+def test_box_actions_are_stored_as_float_vectors_with_their_transitions():
+    """SAC's actions (a Box): each sampled action is the one stored with that observation, as float32 vectors."""
+    buffer = FlatReplayBuffer(capacity=100, seed=0)
+    obs = np.arange(11, dtype=np.float32)[:, None]
+    actions = np.stack([np.linspace(-1, 1, 10), -np.linspace(-1, 1, 10)], axis=1)  # float64 in, float32 stored
+    buffer._store("a", obs, actions, np.ones(10, dtype=np.float32), True, True)
+    batch = buffer.sample(32)
+    assert batch["actions"].dtype == np.float32 and batch["actions"].shape == (32, 2)
+    np.testing.assert_array_equal(batch["actions"], actions[batch["obs"][:, 0].astype(int)].astype(np.float32))

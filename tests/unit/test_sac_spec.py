@@ -54,7 +54,10 @@ def _refusal(section: dict) -> str:
 def test_the_table_entry_resolves_to_sac():
     spec = algos.algorithm("sac")
     assert spec is SAC_SPEC and spec.name == "sac" and spec.training_section is SACTraining
-    assert spec.trainable(SACTraining().model_dump()) == "SAC"
+    from algos.fast_sac import FastSAC
+
+    assert spec.trainable(SACTraining().model_dump()) is FastSAC  # the default: implementation fast
+    assert spec.trainable(SACTraining(implementation="rllib").model_dump()) == "SAC"
     assert spec.reports("learners/default_policy/alpha_value") and spec.reports("replay_buffer/num_env_steps_stored")
 
 
@@ -64,6 +67,8 @@ def test_the_table_entry_resolves_to_sac():
     ({"critic_lr": 0}, "training.critic_lr: Input should be greater than 0"),
     ({"target_entropy": "manual"}, "training.target_entropy: write auto"),
     ({"batch_scaling": "preset", "actor_lr": 1e-4}, "batch_scaling: preset scales training.lr only: drop actor_lr"),
+    ({"implementation": "rllib", "replay_buffer_type": "prioritized"},
+     "replay_buffer_type prioritized needs implementation fast"),
 ])
 def test_the_training_section_refuses_bad_values_in_one_line(section, message):
     line = _refusal(section)
