@@ -1,5 +1,6 @@
 """Canaries: the whole pipeline (Ray, RLlib, Tune, MLflow, walk-forward folds, verdict) on markets whose
-answer is known. Noise: no edge on any random walk. Planted: the edge is found. The third canary, no
+answer is known. Noise: no edge on any random walk. Planted: the edge is found, by FastDQN choosing long or flat
+and by FastSAC sizing a continuous position. The third canary, no
 leak across a fold's boundary, is tests/unit/test_folds.py::test_leak_canary."""
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def test_noise_canary_never_claims_an_edge(tmp_path):
         assert metrics[f"verdict/{seed}/folds"] == 3.0
 
 
-def test_planted_canary_finds_the_edge(tmp_path):
-    metrics = run_canary("canary_planted", tmp_path)
+@pytest.mark.parametrize("name", ["canary_planted", "canary_planted_continuous"])  # DQN long/flat; SAC sizing
+def test_planted_canary_finds_the_edge(tmp_path, name):
+    metrics = run_canary(name, tmp_path)
     for baseline in ("buy_and_hold", "flat"):
         assert metrics[f"verdict/supported/{baseline}"] == 1.0, baseline
         assert metrics[f"verdict/wins/{baseline}"] == 3.0  # every test fold
