@@ -2,7 +2,8 @@
 
 `environment.env_config.features` lists feature sets, transforms, TA-Lib functions and blocks (higher
 timeframes, other markets, outside series): `spec` reads the list, `matrix` computes it causally and
-normalizes it per fold, `store` caches it by content under the run's storage root. The default is the set
+normalizes it per fold (TA-Lib functions over fixed look-backs, `talib_functions`, without a call per bar where
+`fast_path` gives the same bits), `store` caches it by content under the run's storage root. The default is the set
 `basic`, the eight features of every earlier round, bit for bit.
 """
 from envs.trading.features.matrix import FeatureSet, RawFeatures, normalize

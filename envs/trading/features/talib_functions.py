@@ -22,6 +22,7 @@ of indicators:
 from __future__ import annotations
 
 import functools
+import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -31,6 +32,7 @@ import talib
 from talib import abstract
 
 from envs.errors import InputError
+from envs.trading.features.fast_path import checked, fast_outputs
 from envs.trading.features.rolling import window_mean
 from envs.validation import did_you_mean
 
@@ -257,28 +259,68 @@ class TaFeature:
     def compute(self, market: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The chosen outputs on `market` (arrays by bar column), scaled to the close: the value at bar t is the
         function's over the fixed look-back of `first_valid + 1` bars ending at t (never over all the history
-        before it), so a served policy given the last bars computes the same bits; NaN before `first_valid`."""
+        before it), so a served policy given the last bars computes the same bits; NaN before `first_valid`. Those
+        bits come from `per_bar_outputs`, or from `fast_path` where it gives the same ones for less."""
         names = abstract.Function(self.name).info["output_names"]
         chosen = [index for index, output in enumerate(names) if output in self.outputs]
         look_back = self.first_valid + 1
-        n = len(market["close"])
-        raw = np.full((len(chosen), n), np.nan)
-        function = getattr(talib, self.name)
         inputs = [np.ascontiguousarray(market[column], dtype=np.float64) for column in input_columns(self.name)]
-        params = dict(self.params)
-        with unstable_period(self.unstable_bars):
-            for end in range(look_back, n + 1):
-                out = function(*(values[end - look_back:end] for values in inputs), **params)
-                out = out if isinstance(out, tuple) else (out,)
-                for row, index in enumerate(chosen):
-                    raw[row, end - 1] = out[index][-1]
+        raw = self._raw_outputs(inputs, dict(self.params), look_back)
         scales = output_scales(self.name)
         columns = []
-        for row, index in enumerate(chosen):
-            values = _rescale(raw[row], scales[index], market, look_back)
+        for index in chosen:
+            values = _rescale(raw[index], scales[index], market, look_back)
             values[~np.isfinite(values)] = np.nan
             columns.append(values)
         return columns
+
+    def _raw_outputs(self, inputs: list[np.ndarray], params: dict[str, Any], look_back: int) -> list[np.ndarray]:
+        """Every output at every row: by the fast path where it gives the per-bar call's bits (`fast_path`: one
+        whole-series call or a replay over all windows, checked against the per-bar call at its first and last
+        windows), else by the per-bar calls."""
+        unstable = self.unstable_bars
+        fast = fast_outputs(self.name, params, unstable, inputs, look_back, _lookback(self.name, params, unstable))
+        if fast is not None and checked(self.name, fast[0],
+                                        lambda end: window_outputs(self.name, params, unstable, inputs, end, look_back),
+                                        look_back):
+            return fast[0]
+        return per_bar_outputs(self.name, params, unstable, inputs, look_back)
+
+
+def per_bar_outputs(name: str, params: dict[str, Any], unstable: int, inputs: list[np.ndarray],
+                    look_back: int) -> list[np.ndarray]:
+    """The reference: TA-Lib called on each look-back of `look_back` bars, every output's last value at the look-back's
+    last row (NaN before the first). One Python-level call per bar (kept lean: parameters passed by position, in the
+    function's own order); `fast_path` gives the same bits faster where it can, and is tested against this."""
+    n = len(inputs[0])
+    count = len(abstract.Function(name).info["output_names"])
+    columns = [np.full(n, np.nan) for _ in range(count)]
+    if n < look_back:
+        return columns
+    function = getattr(talib, name)
+    args = tuple(params[key] for key in list(inspect.signature(function).parameters)[len(inputs):])
+    starts = range(n - look_back + 1)
+    with unstable_period(unstable):
+        if count == 1 and len(inputs) == 1:
+            values = inputs[0]
+            last = [function(values[start:start + look_back], *args)[-1] for start in starts]
+        elif count == 1:
+            last = [function(*[values[start:start + look_back] for values in inputs], *args)[-1] for start in starts]
+        else:
+            last = [[out[-1] for out in function(*[values[start:start + look_back] for values in inputs], *args)]
+                    for start in starts]
+    table = np.array(last, dtype=np.float64).reshape(len(starts), count)
+    for index, column in enumerate(columns):
+        column[look_back - 1:] = table[:, index]
+    return columns
+
+
+def window_outputs(name: str, params: dict[str, Any], unstable: int, inputs: list[np.ndarray], end: int,
+                   look_back: int) -> list[float]:
+    """The per-bar call's outputs for the look-back ending at row end-1."""
+    with unstable_period(unstable):
+        out = getattr(talib, name)(*(values[end - look_back:end] for values in inputs), **params)
+    return [float(values[-1]) for values in (out if isinstance(out, tuple) else (out,))]
 
 
 def _rescale(values: np.ndarray, scale: str, market: dict[str, np.ndarray], look_back: int) -> np.ndarray:
