@@ -12,8 +12,13 @@ observations, rewards and infos, for discrete position sets and continuous expos
 `math.log` per sub-env, because numpy's vectorized log (SIMD) differs from it in the last bit for ~4%
 of inputs; the single env keeps its fast `math.log` on a Python float.
 
-A step costs a fixed ~20-30 µs of numpy calls plus well under a µs per sub-env, so the more sub-envs per
-call, the cheaper an env step. RLlib's env runners get this env through
+A step costs a fixed ~10-15 µs of numpy calls plus well under a µs per sub-env, so the more sub-envs per
+call, the cheaper an env step. That fixed cost is a count of numpy calls on tiny arrays (each ~0.3-1 µs whatever
+its size), so the step is written to make few: a discrete order is one transition code (held index, asked index)
+whose fill coefficients are table lookups, not `np.where`s on signs and masks; scalars are preallocated arrays
+(a ufunc resolves a Python float operand each call); `np.count_nonzero` tests masks (`ndarray.any` goes through
+Python); the observation is one gather of a strided view of window + position width, its position columns then
+overwritten, instead of a gather, a one-hot gather and a concatenate. RLlib's env runners get this env through
 `gym_env_vectorize_mode="vector_entry_point"` (algos/dqn.py).
 """
 from __future__ import annotations
@@ -32,8 +37,6 @@ from envs.errors import InputError
 from envs.trading.env import Market, TradingConfig, action_space, load_market, position_width, split_periods
 from envs.trading.ledger import EQUITY_FLOOR
 from envs.trading.positions import EXPOSURE_BOUNDS, POSITION_SETS, can_short, is_continuous
-
-INFO_KEYS = ("equity", "position", "fees_paid", "trades", "row", "margin_call")
 
 
 class SpotTradingVectorEnv(gym.vector.VectorEnv):
@@ -60,19 +63,32 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self._lo, self._hi = self.market.bounds[self.cfg.split]
-        # Row r of `_windows` is the flat run of feature rows r .. r + window - 1 (a strided view, no copy), so the
-        # observation windows of all sub-envs are one fancy index.
-        flat = np.ascontiguousarray(self.market.features, dtype=np.float32).reshape(-1)
-        self._windows = sliding_window_view(flat, self.cfg.window * n_features)[::n_features]
+        # Row t of `_obs_rows` is the observation of decision row t with its last `width` values wrong (a strided
+        # view, no copy): the flat run of feature rows t - window + 1 .. t, then the next row's first values (or
+        # zero padding) where the position goes. So all sub-envs' observations are one fancy index into a new
+        # array, whose position columns are then written. The zeros in front make t itself the row's index.
+        width = position_width(positions)
+        features = np.ascontiguousarray(self.market.features, dtype=np.float32).reshape(-1)
+        padded = np.concatenate((np.zeros((self.cfg.window - 1) * n_features, np.float32), features,
+                                 np.zeros(width, np.float32)))
+        self._window_size = self.cfg.window * n_features
+        self._obs_rows = sliding_window_view(padded, self._window_size + width)[::n_features]
         self._position_eye = np.eye(len(self.targets), dtype=np.float32)
         self._flat_index = int(np.flatnonzero(self.targets == 0.0)[0]) if len(self.targets) else 0
-        # One padding bar: step() gathers "the next open" for every sub-env, also one about to reset at the data's
-        # last row (its fill is masked out; only reachable if sub-envs were out of step on a held-out split).
-        self._opens = np.append(self.market.opens.astype(np.float64), np.nan)
+        # `_next_opens[t]` is the open a decision at row t fills at. One padding bar: step() gathers it for every
+        # sub-env, also one about to reset at the data's last row (its fill is masked out; only reachable if
+        # sub-envs were out of step on a held-out split).
+        self._next_opens = np.append(self.market.opens[1:].astype(np.float64), np.nan)
         self._closes = self.market.closes.astype(np.float64)
         self.fee_rate = self.cfg.fee_bps / 1e4
         self.slippage_rate = self.cfg.slippage_bps / 1e4
         self.maintenance_margin = self.cfg.maintenance_margin
+        self._min_trade, self._reward_scale = self.cfg.min_trade, self.cfg.reward_scale
+        # Scalar operands as arrays: the same IEEE operations, without a ufunc's per-call conversion of a Python float.
+        self._fee_rates = np.full(num_envs, self.fee_rate)
+        self._fee_divisors = np.full(num_envs, 1.0 + self.fee_rate)
+        self._reward_scales = np.full(num_envs, self._reward_scale)
+        self._intervals = np.full(num_envs, self.cfg.decision_interval, dtype=np.int64)
         up, down = 1.0 + self.slippage_rate, 1.0 - self.slippage_rate  # Ledger's buy and sell price factors
         self._buy_factor = up  # a margin call buys the short back
         # Every bar's open and close in time order (open 0, close 0, open 1, ...): the marks of a short held from the
@@ -80,18 +96,17 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         # (bar t+k's close), k = decision_interval; `_held` are those offsets from 2t (None for k = 1: the close 2t + 3
         # of the step's only bar).
         self._marks = np.stack((self.market.opens, self.market.closes), axis=1).astype(np.float64).reshape(-1)
-        interval = self.cfg.decision_interval
+        self._interval = interval = self.cfg.decision_interval
         self._held = np.arange(3, 2 * interval + 2) if interval > 1 else None
         self._can_short = can_short(positions)  # long_flat and continuous never borrow: no margin checks at all
-        # Lookup tables by action index instead of np.where on signs (same factors, several times cheaper):
-        # closing a short buys, closing a long sells; opening a long buys, opening a short sells.
-        self._close_factor = np.where(self.targets < 0, up, down)
-        self._open_factor = np.where(self.targets > 0, up, down)
+        if not self.continuous:
+            self._set_fill_tables(up, down)
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
         shape = (num_envs,)
         self._t, self._end = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
         self._action_index = np.full(shape, self._flat_index, dtype=np.int64)
         self._equity, self._cash, self._units = np.ones(shape), np.ones(shape), np.zeros(shape)
+        # The held target: read by continuous positions only; a discrete one is `targets[_action_index]`.
         self._position, self._fees_paid = np.zeros(shape), np.zeros(shape)
         self._trades = np.zeros(shape, dtype=np.int64)
         self._margin_call = np.zeros(shape, dtype=bool)
@@ -116,33 +131,69 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._any_autoreset = False
         return self._observations(), self._infos()
 
+    def _set_fill_tables(self, up: float, down: float) -> None:
+        """Lookup tables by transition code `held index * n + asked index` (`_codes`), plus one code for no order:
+        what a discrete order's fill needs, so that it is gathered instead of computed from signs and masks.
+        Closing a short buys, closing a long sells; opening a long buys, opening a short sells."""
+        targets = self.targets
+        n = len(targets)
+        self._codes = np.arange(n * n).reshape(n, n)  # [held, asked]: an asked index out of range is an IndexError
+        self._no_order = n * n  # a voided order: the sub-env is about to reset, or its short was called at the open
+        held = np.append(np.repeat(np.arange(n), n), 0)  # by code; the no-order code's entries are no fill
+        asked = np.append(np.tile(np.arange(n), n), 0)
+        self._changes = change = (held != asked) & (np.arange(n * n + 1) != self._no_order)
+        # The close's price factor, negated (0 without a close): units x (open x this) is the ledger's
+        # (-units) x (open x factor) bit for bit, as rounding is symmetric in sign, and ±0 where nothing is closed.
+        self._close_factor = np.where(change, -1.0, 0.0) * np.where(targets[held] < 0, up, down)
+        self._open_factor = np.where(targets[asked] > 0, up, down)
+        self._open_target = np.where(change, targets[asked], 0.0)
+        self._open_size = np.abs(self._open_target)
+        # One trade per fill: a close where a position is held, and an open where the target is not flat. (The
+        # ledger counts a close where units != 0: held units are 0 exactly when their target is, as a whole
+        # target's units are 0 only if the cash they were bought with is 0, a difference of numbers near 1 that
+        # cannot underflow, and then the log reward of equity 0 raises first.)
+        self._fills = (change & (targets[held] != 0.0)).astype(np.int64) + (self._open_target != 0.0)
+        # The index held after the order: no order is voided by a reset (to flat) or by a call at the open (flat).
+        self._asked = np.append(asked[:-1], self._flat_index)
+
     def step(self, actions: np.ndarray):
         if self.continuous:
             actions = self._exposure_targets(actions)
             # Ledger.rebalance's test: the target differs from the held one by min_trade or more
-            changing = (actions != self._position) & (np.abs(actions - self._position) >= self.cfg.min_trade)
+            orders = (actions != self._position) & (np.abs(actions - self._position) >= self._min_trade)
         else:
-            actions = np.array(actions, dtype=np.int64).reshape(self.num_envs)  # a copy: kept as state
-            changing = actions != self._action_index  # the target changes (else Ledger.rebalance does nothing)
+            actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)  # maybe the caller's buffer
+            orders = self._codes[self._action_index, actions]  # the same code for the same index: no order
         if self._any_autoreset:
-            changing &= ~self._autoreset  # sub-envs whose episode ended restart now and ignore their action
+            self._void(orders, self._autoreset)  # sub-envs whose episode ended restart now and ignore their action
         # Held for `decision_interval` bars (fewer at the episode's end); marked at the last close. A sub-env
         # about to reset stays at its last row: same equity, reward log(1) = 0, then reset below.
-        next_row = np.minimum(self._t + self.cfg.decision_interval, self._end)
+        next_row = self._t + self._intervals
+        if self._any_autoreset or self._interval > 1:  # else every sub-env has t < end: it would have reset
+            next_row = np.minimum(next_row, self._end)
         if self._can_short:  # a held short is checked at the fill bar's open before the order (SpotTradingEnv.step)
-            next_row = self._call_at_open(changing, next_row)
-        if changing.any():
-            (self._trade_exposure if self.continuous else self._trade)(changing, actions)
+            next_row = self._call_at_open(orders, next_row)
+        if self.continuous:
+            if np.count_nonzero(orders):
+                self._trade_exposure(orders, actions)
+        else:
+            changing = self._changes[orders]
+            if np.count_nonzero(changing):
+                self._trade(orders, changing)
+        closes = self._closes[next_row]
         if self._can_short:  # and at every open and close it is held through after that, up to the first breach
-            next_row = self._call_while_held(next_row)
-        equity = self._cash + self._units * self._closes[next_row]
+            next_row, closes = self._call_while_held(next_row, closes)
+        equity = self._cash + self._units * closes
         ratios = (equity / self._equity).tolist()
-        rewards = np.fromiter(map(math.log, ratios), np.float64, self.num_envs) * self.cfg.reward_scale
+        rewards = np.fromiter(map(math.log, ratios), np.float64, self.num_envs) * self._reward_scales
         self._equity, self._t = equity, next_row
-        called = self._margin_call
+        truncated = next_row >= self._end
         if not self.continuous:
-            self._action_index = np.where(called, self._flat_index, actions) if called.any() else actions
-        truncated = (next_row >= self._end) & ~called
+            self._action_index = self._asked[orders]  # a new array: `actions` may be the caller's buffer
+        if self._can_short and np.count_nonzero(called := self._margin_call):
+            if not self.continuous:
+                self._action_index = np.where(called, self._flat_index, self._action_index)
+            truncated &= ~called
         if self._any_autoreset:
             resetting = self._autoreset
             self._reset_envs(resetting)
@@ -150,8 +201,16 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
             truncated &= ~resetting
         terminated = self._margin_call.copy()  # set by this step's calls only: the previous ones just reset
         self._autoreset = terminated | truncated
-        self._any_autoreset = bool(self._autoreset.any())
+        self._any_autoreset = np.count_nonzero(self._autoreset) > 0
         return self._observations(), rewards, terminated, truncated, self._infos()
+
+    def _void(self, orders: np.ndarray, mask: np.ndarray) -> None:
+        """Cancel the orders of the sub-envs in `mask`, in place: a continuous order's flag cleared, a discrete
+        order's code set to no order."""
+        if self.continuous:
+            orders &= ~mask
+        else:
+            orders[mask] = self._no_order
 
     def _called(self, prices: np.ndarray) -> np.ndarray:
         """`Ledger.margin_call`'s test at `prices` (per sub-env, or per sub-env and row): at or above the held
@@ -161,33 +220,37 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
             called &= ~(self._autoreset if prices.ndim == 1 else self._autoreset[:, None])
         return called
 
-    def _call_at_open(self, changing: np.ndarray, next_row: np.ndarray) -> np.ndarray:
-        """Liquidate the shorts breached at the fill bar's open; their orders are void (`changing` is cleared
-        in place) and their step ends at that bar. Returns the step's last row per sub-env."""
-        called = self._called(self._opens[self._t + 1])
-        if not called.any():
+    def _call_at_open(self, orders: np.ndarray, next_row: np.ndarray) -> np.ndarray:
+        """Liquidate the shorts breached at the fill bar's open; their orders are void (`orders` is changed in
+        place, `_void`) and their step ends at that bar. Returns the step's last row per sub-env."""
+        opens = self._next_opens[self._t]
+        called = self._called(opens)
+        if not np.count_nonzero(called):
             return next_row
-        self._liquidate(called, self._opens[self._t + 1])
-        changing &= ~called
+        self._liquidate(called, opens)
+        self._void(orders, called)
         return np.where(called, self._t + 1, next_row)
 
-    def _call_while_held(self, next_row: np.ndarray) -> np.ndarray:
+    def _call_while_held(self, next_row: np.ndarray, closes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Liquidate the shorts breached at a mark they are held through after the fill, in time order: the fill
         bar's close, then each later bar's open and close up to the step's last row (SpotTradingEnv.step). They
         are liquidated at the first such price, and their step ends at its bar. Returns the step's last row per
-        sub-env."""
+        sub-env and its close (`closes` is the close of `next_row`)."""
+        if self._held is None:  # one bar per step: its close is the only mark
+            called = self._called(closes)
+            if np.count_nonzero(called):
+                self._liquidate(called, closes)
+            return next_row, closes
         # The marks' indices, clipped to the step's last close: a repeated last close is the same test again.
-        if self._held is None:  # one bar per step: its close
-            marks = 2 * next_row[:, None] + 1
-        else:
-            marks = np.minimum(2 * self._t[:, None] + self._held, 2 * next_row[:, None] + 1)
+        marks = np.minimum(2 * self._t[:, None] + self._held, 2 * next_row[:, None] + 1)
         breach = self._called(self._marks[marks])
         called = breach.any(axis=1)
-        if not called.any():
-            return next_row
+        if not np.count_nonzero(called):
+            return next_row, closes
         first = marks[np.arange(self.num_envs), breach.argmax(axis=1)]  # the first breached mark
         self._liquidate(called, self._marks[first])
-        return np.where(called, first // 2, next_row)
+        next_row = np.where(called, first // 2, next_row)
+        return next_row, self._closes[next_row]
 
     def _liquidate(self, called: np.ndarray, prices: np.ndarray) -> None:
         """`Ledger.margin_call`'s liquidation for the sub-envs in `called`: buy the short back at `prices` with
@@ -228,29 +291,26 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         start = int(rng.integers(self._lo, last_row - length + 1))
         return start, start + length
 
-    def _trade(self, changing: np.ndarray, actions: np.ndarray) -> None:
-        """`Ledger.rebalance` at the next bar's open for the sub-envs in `changing`: close the held position,
-        then open the new target with the cash left after fees, with the ledger's operations in its order.
+    def _trade(self, codes: np.ndarray, changing: np.ndarray) -> None:
+        """`Ledger.rebalance` at the next bar's open for the sub-envs whose transition `codes` change the target
+        (`changing`): close the held position, then open the new target with the cash left after fees, with the
+        ledger's operations in its order. The position itself is the asked index's target (`_infos`).
 
-        It runs over all sub-envs: the others sell 0 units and buy 0 units, and a zero-unit fill is exactly a
-        no-op in IEEE arithmetic (fee 0, cash - 0.0 == cash), so no subset gather/scatter is needed."""
-        opens = self._opens[self._t + 1]
-        cash, fees_paid = self._cash, self._fees_paid
-        held = np.where(changing, self._units, 0.0)  # closed by a fill of -held units (none when held is 0)
-        sold = -held
-        price = opens * self._close_factor[self._action_index]
-        fee = np.abs(sold) * price * self.fee_rate
-        cash = cash - (sold * price + fee)
-        fees_paid = fees_paid + fee
-        target = np.where(changing, self.targets[actions], 0.0)  # opened (none when the target is flat)
-        price = opens * self._open_factor[actions]
-        bought = np.copysign(np.abs(target) * cash / (1.0 + self.fee_rate) / price, target)
-        fee = np.abs(bought) * price * self.fee_rate
-        self._cash = cash - (bought * price + fee)
+        It runs over all sub-envs: the others sell ±0 units and buy 0 units, and a zero-unit fill is exactly a
+        no-op in IEEE arithmetic (fee 0, cash - ±0.0 == cash), so no subset gather/scatter is needed."""
+        opens = self._next_opens[self._t]
+        notional = self._units * (opens * self._close_factor[codes])  # the units sold x their price
+        fee = np.abs(notional) * self._fee_rates  # |sold| x price: the same bits, as the price is positive
+        cash = self._cash - (notional + fee)
+        fees_paid = self._fees_paid + fee
+        price = opens * self._open_factor[codes]  # the target opened: none when it is flat or not changing
+        bought = np.copysign(self._open_size[codes] * cash / self._fee_divisors / price, self._open_target[codes])
+        notional = bought * price
+        fee = np.abs(notional) * self._fee_rates
+        self._cash = cash - (notional + fee)
         self._fees_paid = fees_paid + fee
-        self._trades = self._trades + (held != 0.0) + (target != 0.0)  # one trade per fill
-        self._units = np.where(changing, bought, self._units)  # 0.0 + bought, as the ledger adds to a flat position
-        self._position = np.where(changing, self.targets[actions], self._position)
+        self._trades = self._trades + self._fills[codes]
+        np.copyto(self._units, bought, where=changing)  # 0.0 + bought, as the ledger adds to a flat position
         self._set_liquidation_prices()
 
     def _set_liquidation_prices(self) -> None:
@@ -274,7 +334,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         to the target's units, sized on the equity at the open; any other change (`reopen`) closes the held units and
         opens the target with the cash left. As in `_trade`, every sub-env runs through both fills, those without
         one with zero units (an exact no-op)."""
-        opens = self._opens[self._t + 1]
+        opens = self._next_opens[self._t]
         units, up, down = self._units, self._buy_factor, 1.0 - self.slippage_rate
         resize = changing & (targets * self._position > 0.0)
         reopen = changing & ~resize
@@ -300,17 +360,21 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
 
     def _observations(self) -> np.ndarray:
         """The feature window of rows t - window + 1 .. t and the position one-hot (or the held exposure), per
-        sub-env (a new array)."""
-        windows = self._windows[self._t - (self.cfg.window - 1)]
-        held = self._position[:, None].astype(np.float32) if self.continuous else self._position_eye[self._action_index]
-        return np.concatenate((windows, held), axis=1)
+        sub-env: a new array, the caller's to keep (the single env returns a new one every step)."""
+        observations = self._obs_rows[self._t]
+        if self.continuous:
+            observations[:, self._window_size] = self._position  # float32, as the single env's
+        else:
+            observations[:, self._window_size:] = self._position_eye.take(self._action_index, axis=0)
+        return observations
 
     def _infos(self) -> dict[str, np.ndarray]:
         """The single env's info in gymnasium's vector layout: one array per key and a `_key` mask. The state
-        arrays are copied: a caller may write to what it gets, as to SyncVectorEnv's arrays."""
-        values = (self._equity, self._position, self._fees_paid, self._trades, self._t, self._margin_call)
-        infos: dict[str, np.ndarray] = {}
-        for key, value in zip(INFO_KEYS, values):
-            infos[key] = value.copy()
-            infos[f"_{key}"] = self._every
-        return infos
+        arrays are copied: a caller may write to what it gets, as to SyncVectorEnv's arrays. A discrete position
+        is the held index's target: the same number `_position` would hold, gathered new."""
+        every = self._every
+        position = self._position.copy() if self.continuous else self.targets[self._action_index]
+        return {"equity": self._equity.copy(), "_equity": every, "position": position, "_position": every,
+                "fees_paid": self._fees_paid.copy(), "_fees_paid": every, "trades": self._trades.copy(),
+                "_trades": every, "row": self._t.copy(), "_row": every, "margin_call": self._margin_call.copy(),
+                "_margin_call": every}

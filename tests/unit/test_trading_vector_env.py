@@ -61,7 +61,16 @@ def _compare(config, num_envs=6, steps=260, seed=11, action_seed=0, action_p=Non
         second = reference.step(action)
         _assert_same(f"step {step}", first, second)
         ends += int(second[3 if count == "truncated" else 2].sum())
+        _scribble(first)
     return ends
+
+
+def _scribble(result):
+    """Write over everything a step returned, as a caller keeping or reusing the arrays may: the env's state must
+    not be in them (the next steps would differ from the single envs')."""
+    observations, rewards, terminated, truncated, infos = result
+    for array in (observations, rewards, terminated, truncated, *(v for k, v in infos.items() if k[0] != "_")):
+        array[...] = 1
 
 
 def _assert_same(where, first, second):
@@ -82,6 +91,25 @@ def test_batched_env_equals_single_envs_bit_for_bit(tmp_path, source, interval, 
               "positions": positions, "fee_bps": 10, "slippage_bps": 2}
     ends = _compare(config)
     assert ends >= 12  # the comparison crossed many episode ends (autoreset)
+
+
+@pytest.mark.parametrize("positions", ["long_flat", "long_short"])
+@pytest.mark.parametrize("costs", [(0.0, 0.0), (25.0, 15.0)])
+def test_an_interval_that_does_not_divide_the_episode_and_other_costs(tmp_path, positions, costs):
+    """Episodes of 31 bars held 4 at a time: each ends with a shorter hold (the step's last row clipped to the
+    episode's end); fees and slippage of zero and of several times the default."""
+    fee_bps, slippage_bps = costs
+    config = {**_sources(tmp_path)["random walk file"], "window": 5, "episode_length": 31, "decision_interval": 4,
+              "positions": positions, "fee_bps": fee_bps, "slippage_bps": slippage_bps}
+    assert _compare(config, steps=120) >= 12
+
+
+def test_an_action_outside_the_set_is_an_index_error(tmp_path):
+    """As in the single env, whose position set is indexed by the action."""
+    batched = SpotTradingVectorEnv({**_sources(tmp_path)["random walk file"], "episode_length": 30}, num_envs=3)
+    batched.reset(seed=0)
+    with pytest.raises(IndexError):
+        batched.step(np.array([0, 2, 1]))
 
 
 def _gap_up_file(tmp_path) -> str:
