@@ -291,7 +291,7 @@ def _sweep(checked: Checked, request: RunRequest, console: Console, client: Mlfl
     result.partial = partial
     clock.lap("score")
     status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
-                       verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))])
+                       verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))], timings=clock.timings())
     ending.mlflow, ending.sweep = FINISHED, (PARTIAL if partial else SWEEP_FINISHED)
     console.print(f"took {duration(clock.elapsed())}, estimated {checked.estimate.short()} "
                   f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)"

@@ -20,6 +20,12 @@ both see the same machine and the same load):
 - `system`:   DQN training with each trial's system metrics sampled vs without (tracking.system_metrics).
 - `portfolio_env`: steps/s of `trading/Portfolio-v0` vs FinRL 0.3.7's StockPortfolioEnv on the same daily closes
               of 20 and 500 assets (the peer charges no costs and holds no cash).
+- `jobs`:     wall time of the main job, `python -m experiments.run conf/dqn_btc.yaml`, from the command line
+              against two minutes, and of conf/sac_btc.yaml against 1.5x that, each with where its time went
+              (plan, Ray start, training, between iterations, trial starts, scoring, shutdown; no peer).
+- `learner`:  one FastDQN and one FastSAC update (forward, loss, backward, clip, fused Adam, soft target update)
+              timed without Ray on torch replicas of their RLModules, minibatch 32 to 4096, fp32, bf16 and
+              compiled, on CUDA if available else one CPU thread (no peer).
 
 Peers come from the `bench` extra (`pip install -e .[bench]`); a sub-benchmark whose peer is
 missing is skipped with the install command. Results: `runs/benchmarks/<name>.json` (untracked);

@@ -32,6 +32,8 @@ BENCHMARKS: dict[str, str] = {
     "testprio": "experiments.benchmark.testprio_bench:run",
     "system": "experiments.benchmark.system_bench:run",
     "portfolio_env": "experiments.benchmark.portfolio_env_bench:run",
+    "jobs": "experiments.benchmark.jobs_bench:run",
+    "learner": "experiments.benchmark.learner_bench:run",
 }
 BENCH_EXTRA = 'pip install -e ".[bench]"   (stable-baselines3, gym-anytrading, finrl)'
 VERSIONED = ("numpy", "torch", "gymnasium", "ray", "mlflow", "stable-baselines3", "gym-anytrading", "pandas", "ta-lib",

@@ -11,8 +11,9 @@ same env-step period (the platform's iteration size), stopping at the same thres
 runs from the first training call to the evaluation that crosses the threshold, evaluation time
 included on both sides; algorithm construction and Ray start are reported apart. A side that
 has not solved within the step budget or the time limit is reported as not solved, with its best
-evaluation return. The SAC row is the same race on Pendulum-v1: conf/sac_pendulum.yaml through algos.sac against
-SB3's SAC with the RL Zoo's Pendulum-v1 hyperparameters, to a greedy return of -250 over 10 episodes.
+evaluation return. The SAC rows are the same race on Pendulum-v1 (run with or without --no-variants):
+conf/sac_pendulum.yaml through algos.sac (FastSAC) against SB3's SAC with the RL Zoo's Pendulum-v1 hyperparameters,
+to a greedy return of -250 over the conf's 5 evaluation episodes.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ CONF = REPO / "conf" / "dqn_cartpole.yaml"
 PPO_CONF = REPO / "conf" / "ppo_cartpole.yaml"
 THRESHOLD = 475.0
 TARGET = 0.5  # the platform solves in at most half SB3 + RL Zoo's wall time
+SAC_TARGET = 1.0  # FastSAC solves Pendulum at least as fast as SB3's SAC
 SAC_STEPS = 20_000  # the Zoo's Pendulum-v1 budget, and the issue's: SAC solves within it or not at all
 # rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4).
 ZOO_CARTPOLE = {
@@ -176,11 +178,11 @@ def run(budget: Budget) -> Report:
             sides["platform_ppo"].append(solve_platform(steps, time_limit, seed, conf=PPO_CONF))
         first = sides["platform"][0]
         sides["peer"].append(solve_sb3(steps, time_limit, seed, first["eval_every_env_steps"], first["eval_episodes"]))
-        if budget.variants:  # SAC on Pendulum-v1 against SB3's SAC, the same race
-            sac = solve_platform(min(steps, SAC_STEPS), time_limit, seed, conf=SAC_CONF, threshold=SAC_THRESHOLD)
-            sides["platform_sac"].append(sac)
-            sides["peer_sac"].append(solve_sb3(min(steps, SAC_STEPS), time_limit, seed, sac["eval_every_env_steps"],
-                                               sac["eval_episodes"], task="sac"))
+        # SAC on Pendulum-v1 (FastSAC as shipped) against SB3's SAC, the same race
+        sac = solve_platform(min(steps, SAC_STEPS), time_limit, seed, conf=SAC_CONF, threshold=SAC_THRESHOLD)
+        sides["platform_sac"].append(sac)
+        sides["peer_sac"].append(solve_sb3(min(steps, SAC_STEPS), time_limit, seed, sac["eval_every_env_steps"],
+                                           sac["eval_episodes"], task="sac"))
     ours, theirs, stock, ppo = sides["platform"], sides["peer"], sides["platform_stock_rllib"], sides["platform_ppo"]
     figure = Figure(f"wall time to greedy eval return >= {THRESHOLD:.0f} (median of {len(seeds)} seeds)", "s",
                     _median_time(ours), _median_time(theirs), higher_is_better=False, target=f"<= {TARGET}x peer")
@@ -199,8 +201,10 @@ def run(budget: Budget) -> Report:
         figures.append(ppo_figure)
     if sides["platform_sac"]:
         sac_figure = Figure(f"SAC: wall time to Pendulum-v1 greedy eval return >= {SAC_THRESHOLD:.0f} "
-                            "(conf/sac_pendulum.yaml, algos.sac) vs SB3 SAC + RL Zoo", "s",
-                            _median_time(sides["platform_sac"]), _median_time(sides["peer_sac"]), higher_is_better=False)
+                            f"(conf/sac_pendulum.yaml as shipped: FastSAC; median of {len(seeds)} seeds) vs SB3 SAC "
+                            "+ RL Zoo", "s", _median_time(sides["platform_sac"]), _median_time(sides["peer_sac"]),
+                            higher_is_better=False, target=f"<= {SAC_TARGET}x peer")
+        sac_figure.met = sac_figure.ratio is not None and sac_figure.ratio <= SAC_TARGET
         sac_figure.note = f"per seed: platform {_summary(sides['platform_sac'])}; SB3 {_summary(sides['peer_sac'])}"
         figures.append(sac_figure)
         figures.append(Figure("SAC: env steps to solve (median)", "env steps", _median_steps(sides["platform_sac"]),

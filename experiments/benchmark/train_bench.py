@@ -23,6 +23,7 @@ from typing import Any
 from experiments.benchmark.common import REPO, Budget, Figure, Report, require
 
 CONF = REPO / "conf" / "dqn_btc.yaml"
+SAC_CONF = REPO / "conf" / "sac_btc.yaml"
 TARGET = 1.0
 
 
@@ -96,13 +97,20 @@ def train_platform(exp, plan, steps: int, seed: int) -> dict[str, Any]:
             "achieved_replay_ratio": trained / max(sampled - learning_starts, 1.0)}
 
 
-def sb3_settings(exp, plan) -> dict[str, Any]:
-    """SB3 DQN arguments equal to the platform's experiment (replay ratio via train_freq/gradient_steps)."""
+def _train_freq(exp, plan) -> Fraction:
+    """SB3's train_freq / gradient_steps for the platform's replay ratio (replayed samples per env step)."""
     training = exp.training
     batch = training.train_batch_size_per_learner
     ratio = training.training_intensity or batch / (exp.env_runners.rollout_fragment_length
                                                     * (plan.num_envs_per_env_runner or 1))
-    freq = Fraction(batch / ratio).limit_denominator(64)  # train_freq / gradient_steps
+    return Fraction(batch / ratio).limit_denominator(64)
+
+
+def sb3_settings(exp, plan) -> dict[str, Any]:
+    """SB3 DQN arguments equal to the platform's experiment (replay ratio via train_freq/gradient_steps)."""
+    training = exp.training
+    batch = training.train_batch_size_per_learner
+    freq = _train_freq(exp, plan)
     return {
         "learning_rate": training.lr, "gamma": training.gamma, "batch_size": batch,
         "buffer_size": training.replay_buffer.capacity,
@@ -111,6 +119,24 @@ def sb3_settings(exp, plan) -> dict[str, Any]:
         "train_freq": freq.numerator, "gradient_steps": freq.denominator,
         "exploration_initial_eps": training.epsilon[0][1], "exploration_final_eps": training.epsilon[-1][1],
         "max_grad_norm": training.grad_clip or 10.0,
+        "policy_kwargs": {"net_arch": list(exp.rl_module.fcnet_hiddens)},
+        "replay_ratio": batch * freq.denominator / freq.numerator,
+    }
+
+
+def sb3_sac_settings(exp, plan) -> dict[str, Any]:
+    """SB3 SAC arguments equal to the platform's SAC experiment: learning rate, gamma, tau, batch, buffer, learning
+    start, initial entropy weight (tuned toward SB3's auto target, -1 here, as the platform's), twin critics (SB3's
+    default; the platform's twin_q), hidden layers and replay ratio."""
+    training = exp.training
+    batch = training.train_batch_size_per_learner
+    freq = _train_freq(exp, plan)
+    return {
+        "learning_rate": training.lr, "gamma": training.gamma, "tau": training.tau, "batch_size": batch,
+        "buffer_size": training.replay_buffer_capacity,
+        "learning_starts": training.num_steps_sampled_before_learning_starts,
+        "ent_coef": f"auto_{training.initial_alpha}",
+        "train_freq": freq.numerator, "gradient_steps": freq.denominator,
         "policy_kwargs": {"net_arch": list(exp.rl_module.fcnet_hiddens)},
         "replay_ratio": batch * freq.denominator / freq.numerator,
     }
@@ -125,17 +151,19 @@ VARIANTS = {
 
 
 def train_sb3(env_id: str, env_kwargs: dict[str, Any], settings: dict[str, Any], steps: int, seed: int,
-              epsilon_steps: int) -> dict[str, Any]:
+              epsilon_steps: int | None, algorithm: str = "DQN") -> dict[str, Any]:
+    """SB3's `algorithm` (DQN, with its epsilon schedule over `epsilon_steps`, or SAC) for `steps` env steps."""
     sb3 = require("stable_baselines3", "stable-baselines3")
     import gymnasium as gym
 
     import envs  # noqa: F401
 
     kwargs = {k: v for k, v in settings.items() if k != "replay_ratio"}
-    kwargs["exploration_fraction"] = min(1.0, epsilon_steps / steps)
+    if epsilon_steps is not None:
+        kwargs["exploration_fraction"] = min(1.0, epsilon_steps / steps)
     env = gym.make(env_id, **env_kwargs)
     start = time.perf_counter()
-    model = sb3.DQN("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    model = getattr(sb3, algorithm)("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
     build_s = time.perf_counter() - start
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
@@ -162,9 +190,7 @@ def run(budget: Budget) -> Report:
     for name, extra in (VARIANTS.items() if budget.variants else ()):
         variant_exp, variant_plan, _ = platform_experiment(CONF, steps, extra)
         variants[name] = train_platform(variant_exp, variant_plan, steps, budget.seed)
-    env_kwargs = {"config": exp.environment.env_config} if exp.environment.env.startswith("trading/") else \
-        dict(exp.environment.env_config)
-    theirs = train_sb3(exp.environment.env, env_kwargs, settings, steps, budget.seed, exp.training.epsilon[-1][0])
+    theirs = train_sb3(exp.environment.env, _env_kwargs(exp), settings, steps, budget.seed, exp.training.epsilon[-1][0])
     replay = exp.training.replay_buffer.type
     figure = Figure(f"DQN training, env steps/s (platform: {replay} replay, SB3: uniform)", "env steps/s",
                     ours["steps_per_s"], theirs["steps_per_s"], target=f">= {TARGET:.1f}x peer")
@@ -179,6 +205,8 @@ def run(budget: Budget) -> Report:
         variant = Figure(f"same, {name}", "env steps/s", result["steps_per_s"], theirs["steps_per_s"])
         variant.note = f"replay ratio {result['achieved_replay_ratio']:.2f}"
         figures.insert(len(figures) - 1, variant)
+    sac = _sac_rows(steps, budget.seed)
+    figures += sac.pop("figures")
     details = {
         "steps": steps, "conf": str(CONF.relative_to(REPO)), "overrides": overrides,
         "hardware_plan": plan.as_params() if hasattr(plan, "as_params") else str(plan),
@@ -190,8 +218,30 @@ def run(budget: Budget) -> Report:
                                "rollout_fragment_length": exp.env_runners.rollout_fragment_length,
                                "training_intensity": exp.training.training_intensity},
         "sb3_settings": settings,
-        "platform": ours, "variants": variants, "peer": theirs, "ray_init_s": ray_s,
+        "platform": ours, "variants": variants, "peer": theirs, "sac": sac, "ray_init_s": ray_s,
         "torch_threads": torch.get_num_threads(),
     }
     return Report("train", __doc__.splitlines()[0], "conf/dqn_btc.yaml as shipped (FastDQN, cpu preset)",
                   "Stable-Baselines3 DQN", figures, details)
+
+
+def _env_kwargs(exp) -> dict[str, Any]:
+    return {"config": exp.environment.env_config} if exp.environment.env.startswith("trading/") else \
+        dict(exp.environment.env_config)
+
+
+def _sac_rows(steps: int, seed: int) -> dict[str, Any]:
+    """SAC on the same env with a continuous position (conf/sac_btc.yaml as shipped: FastSAC) vs SB3's SAC with the
+    same settings and replay ratio."""
+    exp, plan, overrides = platform_experiment(SAC_CONF, steps)
+    settings = sb3_sac_settings(exp, plan)
+    ours = train_platform(exp, plan, steps, seed)
+    theirs = train_sb3(exp.environment.env, _env_kwargs(exp), settings, steps, seed, None, algorithm="SAC")
+    figure = Figure("SAC training, env steps/s (conf/sac_btc.yaml: FastSAC, positions continuous)", "env steps/s",
+                    ours["steps_per_s"], theirs["steps_per_s"], target=f">= {TARGET:.1f}x peer")
+    figure.met = figure.ratio is not None and figure.ratio >= TARGET
+    figure.note = (f"replay ratio platform {ours['achieved_replay_ratio']:.2f} / SB3 "
+                   f"{theirs['achieved_replay_ratio']:.2f} samples per env step; batch {settings['batch_size']}; "
+                   f"net {settings['policy_kwargs']['net_arch']}; twin critics both sides")
+    return {"figures": [figure], "conf": str(SAC_CONF.relative_to(REPO)), "overrides": overrides,
+            "sb3_settings": settings, "platform": ours, "peer": theirs}

@@ -1,8 +1,8 @@
 """What one experiment's run tells the run that started it (experiments/api/side_by_side.py), through a JSON file.
 
 A run of several experiments starts each as its own `python -m experiments.run ... --status-file PATH`
-process. The child keeps its phase, its MLflow ids, its trial rows and, when it ends, its evaluation files in
-that file; the parent reads it to draw one live table for every experiment, to print each evaluation, and
+process. The child keeps its phase (and when each phase began), its MLflow ids, its trial rows and, when it ends, its
+evaluation files and timings in that file; the parent reads it to draw one live table for every experiment, to print each evaluation, and
 to close the MLflow runs of a child that died without closing them. Writes replace the file whole, so a
 reader never sees half of one.
 """
@@ -29,6 +29,8 @@ class StatusFile:
     def update(self, **fields: Any) -> None:
         if self.path is None:
             return
+        if "phase" in fields:  # when each phase began (epoch seconds): where a run's time went (benchmark jobs)
+            self.fields.setdefault("phase_started", {})[fields["phase"]] = time.time()
         self.fields.update(fields)
         temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(self.fields, default=str))

@@ -25,7 +25,6 @@ def _learner(fast: bool, twin_q: bool, grad_clip: float | None = None):
         alpha_lr=3e-3).rl_module(model_config={"fcnet_hiddens": [16, 16]})
     learner = config.build_learner(env=None, spaces={"__env__": (OBS_SPACE, ACTION_SPACE),
                                                       MID: (OBS_SPACE, ACTION_SPACE)})
-    learner.build()
     return learner
 
 

@@ -140,6 +140,8 @@ CHILD_PROCESSES = {
     "experiments/hardware/__main__.py": "the package's entry point runs its own command",
     "experiments/benchmark/cli_bench.py": "measures the command-line start of a dry run, as a user types it",
     "experiments/benchmark/operations_bench.py": "times each operations command as a user types it, and serves",
+    "experiments/benchmark/jobs_bench.py": "times the main job and its SAC twin from the command line, as a new user "
+                                           "runs them",
     "experiments/studies/portfolio_scale.py": "measures one universe size per fresh process (peak memory)",
 }
 

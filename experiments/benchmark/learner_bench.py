@@ -1,0 +1,230 @@
+"""`learner`: one FastDQN and one FastSAC update timed without Ray, minibatch 32 to 4096, fp32, bf16 and compiled.
+
+What the learners' minibatch loop runs per update (`algos.learner_math`: forward, loss from `algos.losses`, backward,
+global-norm clip, fused Adam, and SAC's soft target update), on torch-only replicas of the RLModules RLlib builds for
+conf/dqn_btc.yaml (194 observation features, 2 actions, [128, 128] relu, dueling, double Q, huber, clip 40) and
+conf/sac_btc.yaml (193 features, 1 action, [128, 128] relu, twin Q; RLlib's Q encoder: an MLP per stream and a
+[256, 256] tanh fusion net), checked against RLlib's learners by tests/unit/test_learner_math.py. So the figures are
+the update math alone: no replay, no Ray, no tensor conversion, no metrics.
+
+Variants: fp32; bf16 (torch.autocast of forward and loss, as the `mixed_precision: bf16` presets run it); compiled
+(torch.compile of the forward pass, inductor, static shapes, as `torch_compile_learner` runs it for one minibatch
+size; at 256 and 4096 only, in one child process with a deadline, since a compile cannot be stopped in-process; the
+compile time in the note depends on inductor's on-disk cache: a first run compiles from scratch). Device: CUDA when
+available, else the CPU with ONE torch thread (what one trial's learner gets on the cpu preset, as the other CPU
+benchmarks).
+
+Each row: warm-up, then the median of up to N timed updates (--steps; default 50, --quick 2) within the row's share
+of the run's time budget (--time-limit; default 300 s, --quick 30 s, so a run ends within 6 minutes however loaded
+the machine). A row whose one update, extrapolated from the batch before, would not fit its share is skipped, and a
+variant the device cannot run gets no figure: the note says which and why. `--quick`: 32 and 256, fp32 and bf16.
+No peer. Imports torch and numpy only (no Ray, mlflow or pydantic).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from algos.learner_math import DQNNet, DQNUpdate, SACNet, SACUpdate
+from experiments.benchmark.common import REPO, Budget, Figure, Report
+
+ALGORITHMS, VARIANTS = ("FastDQN", "FastSAC"), ("fp32", "bf16", "compiled")
+BATCHES, COMPILED_BATCHES, QUICK_BATCHES = (32, 256, 1024, 4096), (256, 4096), (32, 256)
+HIDDENS = [128, 128]  # conf/dqn_btc.yaml's rl_module, which conf/sac_btc.yaml extends
+DQN_OBS, DQN_ACTIONS = 194, 2  # trading/Spot-v0, window 24, positions long_flat
+SAC_OBS, SAC_ACTION_DIM = 193, 1  # the same env, positions continuous
+RUN_SECONDS, QUICK_SECONDS = 300.0, 30.0  # a run's budget: half for the eager rows, the rest for the compiled ones
+CHILD = "import json, sys; from experiments.benchmark.learner_bench import child; child(json.loads(sys.argv[1]))"
+
+
+@dataclass
+class Row:
+    """One configuration: measured (median_s, over `updates` timed updates), or not, with the reason in `note`."""
+
+    algorithm: str
+    batch: int
+    variant: str
+    median_s: float | None = None
+    updates: int = 0
+    compile_s: float | None = None
+    note: str = ""
+
+    @property
+    def updates_per_s(self) -> float | None:
+        return None if self.median_s is None else 1.0 / self.median_s
+
+    @property
+    def transitions_per_s(self) -> float | None:
+        return None if self.median_s is None else self.batch / self.median_s
+
+    def figure(self) -> Figure:
+        note = self.note
+        if self.median_s is not None:
+            note = (f"{self.transitions_per_s:,.0f} transitions/s; median {self.median_s * 1e3:.2f} ms of "
+                    f"{self.updates} updates" + (f"; compiling took {self.compile_s:.0f} s" if self.compile_s else ""))
+        return Figure(f"{self.algorithm} update, batch {self.batch}, {self.variant}", "updates/s", self.updates_per_s,
+                      None, note=note)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "updates_per_s": self.updates_per_s, "transitions_per_s": self.transitions_per_s}
+
+
+def _batch(algorithm: str, size: int, device: torch.device, seed: int) -> dict[str, torch.Tensor]:
+    """A replayed minibatch as the learners receive it (RLlib's column names; n-step 3 for DQN, 1 for SAC)."""
+    rng, dqn = np.random.default_rng(seed), algorithm == "FastDQN"
+    obs_dim = DQN_OBS if dqn else SAC_OBS
+    columns = {"obs": rng.normal(size=(size, obs_dim)).astype(np.float32),
+               "new_obs": rng.normal(size=(size, obs_dim)).astype(np.float32),
+               "actions": rng.integers(0, DQN_ACTIONS, size) if dqn
+               else rng.uniform(-1, 1, (size, SAC_ACTION_DIM)).astype(np.float32),
+               "rewards": rng.normal(size=size).astype(np.float32),
+               "terminateds": (rng.random(size) < 0.01).astype(np.float32),
+               "n_step": np.full(size, 3.0 if dqn else 1.0, np.float32),
+               "weights": rng.uniform(0.5, 1.5, size).astype(np.float32)}
+    return {key: torch.from_numpy(value).to(device) for key, value in columns.items()}
+
+
+def _update(algorithm: str, variant: str, device: torch.device) -> DQNUpdate | SACUpdate:
+    """A fresh update with the confs' settings: new weights and optimizer state per row."""
+    torch.manual_seed(0)
+    options = {"precision": "bf16" if variant == "bf16" else "none", "compile_forward": variant == "compiled"}
+    if algorithm == "FastDQN":
+        return DQNUpdate(DQNNet(DQN_OBS, DQN_ACTIONS, HIDDENS).to(device), lr=5e-4, grad_clip=40.0, **options)
+    return SACUpdate(SACNet(SAC_OBS, SAC_ACTION_DIM, HIDDENS).to(device), lr=3e-4, tau=5e-3, initial_alpha=0.2,
+                     **options)
+
+
+def _measure(row: Row, device: torch.device, max_updates: int, seconds: float, seed: int) -> Row:
+    """Warm-up (the compile, for the compiled variant; a second call when cheap), then timed updates until
+    `max_updates` or `seconds` (at least one)."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    update, batch = _update(row.algorithm, row.variant, device), _batch(row.algorithm, row.batch, device, seed)
+    started = time.perf_counter()
+    update(batch)
+    sync()
+    first = time.perf_counter() - started
+    row.compile_s = first if row.variant == "compiled" else None
+    if row.variant == "compiled" or first < seconds / 10:
+        update(batch)
+        sync()
+    samples: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(samples) < max_updates and (not samples or time.perf_counter() < deadline):
+        started = time.perf_counter()
+        update(batch)
+        sync()
+        samples.append(time.perf_counter() - started)
+    row.median_s, row.updates = statistics.median(samples), len(samples)
+    return row
+
+
+def _eager(row: Row, device: torch.device, max_updates: int, share: float, predicted: float | None,
+           seed: int) -> Row:
+    """`row` measured in this process within `share` seconds, or skipped, or failed (bf16 only), with the reason."""
+    if predicted is not None and 2 * predicted > share:  # a warm-up and one timed update at least
+        row.note = (f"skipped: one update would take ~{predicted:.1f} s here (extrapolated from the batch before), "
+                    f"over this row's {share:.0f} s share of the run's time budget")
+        return row
+    if row.variant == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        row.note = "bf16 autocast is not supported on this GPU"
+        return row
+    try:
+        return _measure(row, device, max_updates, share / 2, seed)
+    except RuntimeError as error:  # fp32 must run; bf16 may lack a kernel on this device: said, not fatal
+        if row.variant == "fp32":
+            raise
+        row.note = f"bf16 failed on {device.type}: {_first_line(error)}"
+        return row
+
+
+def _compiled(rows: list[Row], max_updates: int, seconds: float, seed: int) -> list[Row]:
+    """The compiled rows, measured in order in one child process (its own session, so it dies with its compile
+    workers when `seconds` are up: a compile cannot be stopped in-process); each row's timed updates get a quarter of
+    its even share. A row the child did not print says why."""
+    spec = json.dumps({"rows": [asdict(row) for row in rows], "max_updates": max_updates,
+                       "seconds": seconds / len(rows) / 4, "seed": seed})
+    child = subprocess.Popen([sys.executable, "-c", CHILD, spec], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=seconds)
+        why = f"torch.compile failed: {(err.strip().splitlines() or ['?'])[-1][:200]}"
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate()
+        why = f"compile and timing did not finish within the {seconds:.0f} s the time budget left the compiled rows"
+    measured = [Row(**json.loads(line)) for line in out.splitlines() if line.startswith("{")]
+    for row in rows[len(measured):]:
+        row.note = why
+    return measured + rows[len(measured):]
+
+
+def _first_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
+
+
+def _plan(quick: bool) -> list[Row]:
+    """Cheap rows first (smaller batch), so the budget's shares adapt to what the machine delivers."""
+    rows = [Row(algorithm, batch, variant) for batch in (QUICK_BATCHES if quick else BATCHES)
+            for algorithm in ALGORITHMS for variant in VARIANTS[:2]]
+    return rows + ([] if quick else [Row(a, b, "compiled") for b in COMPILED_BATCHES for a in ALGORITHMS])
+
+
+def _measure_all(rows: list[Row], device: torch.device, max_updates: int, budget_s: float,
+                 seed: int) -> list[Row]:
+    """The eager rows in order, each with an even share of what is left of their half of the budget (all of it
+    without compiled rows), then the compiled rows with the rest."""
+    deadline = time.perf_counter() + budget_s
+    eager, compiled = [r for r in rows if r.variant != "compiled"], [r for r in rows if r.variant == "compiled"]
+    eager_deadline = deadline - (budget_s / 2 if compiled else 0.0)
+    last: dict[tuple[str, str], Row] = {}
+    for index, row in enumerate(eager):
+        share = max(eager_deadline - time.perf_counter(), 0.0) / (len(eager) - index)
+        before = last.get((row.algorithm, row.variant))
+        predicted = None if before is None else before.median_s * row.batch / before.batch
+        if _eager(row, device, max_updates, share, predicted, seed).median_s is not None:
+            last[(row.algorithm, row.variant)] = row
+    return eager + (_compiled(compiled, max_updates, max(deadline - time.perf_counter(), 1.0), seed)
+                    if compiled else [])
+
+
+def run(budget: Budget) -> Report:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    max_updates, seconds = budget.pick(full=50, quick=2), budget.time_limit_s or (
+        QUICK_SECONDS if budget.quick else RUN_SECONDS)
+    try:
+        rows = _measure_all(_plan(budget.quick), device, max_updates, seconds, budget.seed)
+    finally:
+        torch.set_num_threads(threads)
+    rows.sort(key=lambda r: (ALGORITHMS.index(r.algorithm), r.batch, VARIANTS.index(r.variant)))
+    where = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu, 1 torch thread ({threads} available)"
+    return Report("learner", __doc__.splitlines()[0], f"algos.learner_math on {where}", "(none)",
+                  [row.figure() for row in rows],
+                  {"device": where, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
+                   "max_updates_per_row": max_updates, "time_budget_s": seconds,
+                   "rows": [row.as_dict() for row in rows]})
+
+
+def child(spec: dict[str, Any]) -> None:
+    """The compiled rows in this process (the child `_compiled` starts): prints each measured row as a JSON line."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    for row in spec["rows"]:
+        measured = _measure(Row(**row), device, spec["max_updates"], spec["seconds"], spec["seed"])
+        print(json.dumps(asdict(measured)), flush=True)
+
