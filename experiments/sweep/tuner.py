@@ -27,6 +27,7 @@ from experiments.records.params import ParamSpace
 from experiments.storage.checkpoint_pruning import CheckpointPruner
 from experiments.storage.filesystem import Storage
 from experiments.storage.resume_check import no_silent_restart
+from experiments.sweep.reuse import reusable
 from experiments.sweep.rllib_config import build_config, trainable
 
 _SENTINEL = "__search__:"
@@ -137,13 +138,14 @@ def run_config(exp: ExperimentConfig, storage: Storage, tune_dir: str, callbacks
 def make_tuner(exp: ExperimentConfig, plan: ResourcePlan, params: ParamSpace, storage: Storage, tune_dir: str,
                callbacks: list[Any]) -> Tuner:
     return Tuner(
-        trainable(exp),
+        reusable(trainable(exp)),
         param_space=params.space,
         tune_config=TuneConfig(
             num_samples=exp.tune.num_samples,
             max_concurrent_trials=plan.max_concurrent_trials,  # the experiment's cap is in the plan
             search_alg=search_algorithm(exp),
             scheduler=scheduler(exp),
+            reuse_actors=True,  # one trial process per slot, its algorithm rebuilt per trial (reuse.py)
         ),
         run_config=run_config(exp, storage, tune_dir, callbacks),
     )
@@ -211,5 +213,5 @@ def tune_log_to(path: Path) -> Iterator[None]:
 
 def restore_tuner(exp: ExperimentConfig, storage: Storage, tune_dir: str, params: ParamSpace) -> Tuner:
     """Continue an interrupted sweep: finished trials are kept, unfinished and errored ones resume."""
-    return Tuner.restore(tune_dir, trainable=trainable(exp), param_space=params.space, resume_unfinished=True,
-                         resume_errored=True, storage_filesystem=storage.tune_filesystem())
+    return Tuner.restore(tune_dir, trainable=reusable(trainable(exp)), param_space=params.space,
+                         resume_unfinished=True, resume_errored=True, storage_filesystem=storage.tune_filesystem())
