@@ -24,7 +24,7 @@ from experiments.plan import numerics
 from experiments.plan.local_ray import LOOPBACK
 from experiments.plan.run_clock import RunClock
 from experiments.records.exits import ExitCode
-from experiments.shell import exit_code, terminal_console
+from experiments.shell import exit_code, leave, terminal_console
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -102,4 +102,7 @@ def _run(argv: list[str] | None, console: Any) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if parse_args(None).dry_run:  # a dry run starts nothing: skip unloading torch and RLlib (experiments.shell.leave)
+        leave(code)
+    sys.exit(code)

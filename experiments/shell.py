@@ -6,9 +6,11 @@ not found": the printed form names the interpreter and tools of the venv we run 
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,6 +73,22 @@ def exit_code(command: Callable[[], int], interrupted: str = "interrupted") -> i
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return ExitCode.INTERRUPTED
+
+
+def leave(code: int) -> None:
+    """End the process with `code` as Python's exit does (atexit handlers run, stdout and stderr flushed) but without
+    tearing the interpreter down: unloading torch and RLlib (freeing their objects, their C++ static destructors)
+    costs a `--dry-run` about a fifth of its time, for a command that holds nothing needing it. Returns, for the usual
+    exit, while a non-daemon thread runs (Python would wait for it) or when flushing fails (Python says so)."""
+    if any(thread is not threading.main_thread() and not thread.daemon for thread in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()  # and unregisters them: the usual exit, if it comes, does not run them twice
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
 
 
 def ended_by(error: InputError | RunFault) -> ExitCode:

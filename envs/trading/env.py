@@ -16,6 +16,7 @@ or one fold of a walk-forward protocol).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,7 +230,7 @@ def load_market(cfg: TradingConfig) -> Market:
     bounds.update(zip(VALIDATION_HALVES, ((bounds["validation"][0], middle), (middle, bounds["validation"][1]))))
     features = _normalized(key, raw, slice(train_start, train_end))
     return Market(
-        timestamps=bars.index.to_numpy(),
+        timestamps=_timestamps(bars.index),
         opens=bars["open"].to_numpy(),
         closes=bars["close"].to_numpy(),
         features=features.values,
@@ -261,6 +262,26 @@ def split_periods(market: Market) -> dict[str, tuple[str, str]]:
     stamps = market.timestamps
     return {name: (f"{stamps[market.bounds[name][0]]:%Y-%m-%d}", f"{stamps[market.bounds[name][1] - 1]:%Y-%m-%d}")
             for name in SPLITS}
+
+
+_timestamps_cache: dict[tuple[str, str], np.ndarray] = {}
+_TIMESTAMPS_KEPT = 4
+
+
+def _timestamps(index: Any) -> np.ndarray:
+    """The bars' stamps as the array of `pd.Timestamp`s a Market holds, boxed once per index in a process: boxing 20k
+    zone-aware stamps is most of an env's build, and a dry run builds one env per fold of the same bars. Keyed by
+    the stamps themselves, read-only (envs share it), the last few indexes kept."""
+    if getattr(index, "asi8", None) is None:  # not datetimes
+        return index.to_numpy()
+    key = (str(index.dtype), hashlib.sha1(index.asi8.tobytes()).hexdigest())  # unit and zone, and the stamps
+    if key not in _timestamps_cache:
+        if len(_timestamps_cache) >= _TIMESTAMPS_KEPT:
+            _timestamps_cache.pop(next(iter(_timestamps_cache)))
+        stamps = index.to_numpy()
+        stamps.flags.writeable = False
+        _timestamps_cache[key] = stamps
+    return _timestamps_cache[key]
 
 
 _normalized_cache: dict[tuple[str, int, int], FeatureSet] = {}

@@ -12,7 +12,8 @@ both see the same machine and the same load):
               vs SB3 with the RL Zoo's CartPole hyperparameters,
 - `tracking`: time MLflow logging adds per Tune result, Tune's stock MLflowLoggerCallback vs the
               platform's MlflowTrialCallback, on a real ~350-key RLlib result, local sqlite store,
-- `cli`:      wall time of `python -m experiments.run conf/dqn_btc.yaml --dry-run` (no peer),
+- `cli`:      wall time of `python -m experiments.run conf/dqn_btc.yaml --dry-run` (no peer) in a fresh storage root
+              (empty feature cache), and again in that root (warm),
 - `testgen`:  executions/s of the generation agent's environment (agents/TestGeneration-v0, coverage traced)
               vs Atheris on the same program, seeds and tracer, per program under test,
 - `features`, `operations`: see their modules,

@@ -21,6 +21,7 @@ from envs import work_counts
 from envs.errors import InputError, read_user_text
 
 EXTENDS = "extends"
+_LIBYAML_LOADER = getattr(yaml, "CSafeLoader", None)  # PyYAML built with libyaml (the wheels are)
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,26 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[Override]) -> dict[
     return raw
 
 
+def safe_load(text: str) -> Any:
+    """`yaml.safe_load`, parsed by libyaml where PyYAML has it: about 10x faster, and `--dry-run` reads every hardware
+    preset and the experiment file. Only the parser differs (the same safe constructor and resolver make the values);
+    a text libyaml refuses is parsed again by PyYAML's own parser, so a refusal reads (problem, line) as it always
+    did."""
+    if _LIBYAML_LOADER is not None:
+        loader = _LIBYAML_LOADER(text)  # what yaml.safe_load does with SafeLoader, with libyaml's safe loader
+        try:
+            return loader.get_single_data()
+        except yaml.YAMLError:
+            pass
+        finally:
+            loader.dispose()
+    return yaml.safe_load(text)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     text = read_user_text(path, "experiment file", "pass one experiment YAML file, e.g. conf/dqn_btc.yaml")
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

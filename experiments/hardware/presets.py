@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from envs.errors import InputError
 from envs.validation import did_you_mean, validate
+from experiments.config.files import safe_load
 
 Strategy = Literal["cpu", "trial_per_gpu", "shared_gpu", "multi_gpu_learners"]
 
@@ -212,7 +213,7 @@ def _parse_file(path: Path, expected_name: str | None) -> HardwarePreset:
 
 def _read_mapping(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -7,14 +7,15 @@ jobs and workspace stores (`mlflow.store.db.utils._safe_initialize_tables`) but 
 model registry stores. `prepare_store` builds both stores once while holding an exclusive `flock` on
 `PATH.lock` next to the database, so only one process creates the tables; the others wait and then find
 them there. MLflow caches the stores it builds per process, so the client made afterwards reuses them.
+
+MLflow is imported where a store is prepared: every experiment file's validation reads `default_tracking_uri`, and
+`--dry-run` should not pay MLflow's import (about 15% of it) for a path.
 """
 from __future__ import annotations
 
 import fcntl
 import os
 from pathlib import Path
-
-from mlflow.tracking import MlflowClient
 
 SQLITE_PREFIX = "sqlite:///"
 
@@ -42,6 +43,8 @@ def prepare_store(tracking_uri: str) -> None:
     path = sqlite_path(tracking_uri)
     if path is None:
         return
+    from mlflow.tracking import MlflowClient
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{path}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

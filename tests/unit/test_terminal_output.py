@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +15,7 @@ from rich.console import Console
 from experiments import shell
 from experiments.results.printing import format_cell, print_frame
 from experiments.sweep import progress
+from tests.conftest import REPO
 
 
 def _trial(number: int) -> SimpleNamespace:
@@ -99,3 +101,24 @@ def test_printed_commands_name_the_venv_when_it_is_not_activated(monkeypatch, tm
     assert shell.tool_command("mlflow") == str(project / ".venv" / "bin" / "mlflow")
     monkeypatch.setattr(sys, "prefix", sys.base_prefix)  # no venv: the PATH's python
     assert shell.python_command() == "python" and shell.tool_command("mlflow") == "mlflow"
+
+
+LEAVING = """
+import atexit, sys, threading, time
+from experiments.shell import leave
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+if sys.argv[1] == "thread":
+    threading.Thread(target=time.sleep, args=(0.3,)).start()
+print("unflushed", end="")
+leave(3)
+print(" then the usual exit", end="")
+sys.exit(4)
+"""
+
+
+@pytest.mark.parametrize("case, code, out", [("alone", 3, "unflushed"), ("thread", 4, "unflushed then the usual exit")])
+def test_leave_ends_as_python_would_without_the_teardown(case, code, out):
+    """`leave`: the code, the atexit handlers (once) and the buffered output; with a thread still running, Python's
+    own exit (which waits for it)."""
+    done = subprocess.run([sys.executable, "-c", LEAVING, case], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (code, out, "atexit ran\n")
