@@ -56,8 +56,12 @@ class FastLearnerMixin:
     """What the fast learners (DQN's here, SAC's in algos.fast_sac_learner) share around their own update loop:
     one tensor conversion per call, the preset's autocast and compile knobs, and the step counts logged once."""
 
-    def _tensors(self, columns: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
-        return {key: torch.from_numpy(np.ascontiguousarray(columns[key])).to(self._device) for key in keys}
+    def _begin_call(self, columns: dict[str, np.ndarray], timesteps: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """What `Learner.update` does before its minibatches (the before-update hook, a new weights version), and the
+        loss's columns as tensors, converted once for the whole call."""
+        self.before_gradient_based_update(timesteps=timesteps)
+        self._weights_seq_no += 1
+        return {key: torch.from_numpy(np.ascontiguousarray(columns[key])).to(self._device) for key in LOSS_COLUMNS}
 
     def _compiled(self, forward: Callable) -> Callable:
         """torch.compile of the forward pass when the preset asks for it (RLlib's settings pick backend and mode),
@@ -97,9 +101,7 @@ class FastDQNTorchLearner(FastLearnerMixin, DQNTorchLearner):
         if config.num_atoms > 1:
             raise ValueError("FastDQN's learner has the expected-Q loss only: set num_atoms 1 or use "
                              "training.implementation: rllib")
-        self.before_gradient_based_update(timesteps=timesteps)
-        self._weights_seq_no += 1
-        tensors = self._tensors(columns, LOSS_COLUMNS)
+        tensors = self._begin_call(columns, timesteps)
         count = len(tensors[Columns.OBS])
         td_errors = torch.empty(count, device=self._device)
         q_selected = torch.empty(count, device=self._device)

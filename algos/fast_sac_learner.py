@@ -45,7 +45,7 @@ from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.metrics import LAST_TARGET_UPDATE_TS, NUM_ENV_STEPS_SAMPLED_LIFETIME, NUM_TARGET_UPDATES
 
-from algos.fast_learner import LOSS_COLUMNS, FastLearnerMixin
+from algos.fast_learner import FastLearnerMixin
 from algos.learner_math import sac_step
 from algos.losses import LOGP_RESAMPLED, Q_CURR, SACLosses, SACNets, polyak, sac_forward, sac_loss
 
@@ -61,9 +61,7 @@ class FastSACTorchLearner(FastLearnerMixin, SACTorchLearner):
         if getattr(self.config, "mixed_precision", "none") == "fp16":
             raise ValueError("FastSAC has no fp16 grad scaler for its four optimizers: use mixed_precision bf16 "
                              "or none")
-        self.before_gradient_based_update(timesteps=timesteps)
-        self._weights_seq_no += 1
-        tensors = self._tensors(columns, LOSS_COLUMNS)
+        tensors = self._begin_call(columns, timesteps)
         count = len(tensors[Columns.OBS])
         td_errors = torch.empty(count, device=self._device)
         forward, step = self._forward_for(mid), self._step_for(mid, config)
