@@ -76,7 +76,9 @@ def _trainer_nodes_of_running_trials(dashboard: str) -> set[str]:
     from ray.util.state import list_actors
 
     actors = list_actors(address=dashboard, filters=[("state", "=", "ALIVE")], limit=1000, raise_on_missing_output=False)
-    return {actor.node_id for actor in actors if actor.class_name in ("FastDQN", "DQN", "PPO")}
+    # Tune reuses one trial process per slot (experiments/sweep/reuse.py): its class is e.g. ReusableFastDQN.
+    trainers = ("FastDQN", "DQN", "PPO")
+    return {actor.node_id for actor in actors if actor.class_name.removeprefix("Reusable") in trainers}
 
 
 def _iterations_logged(store: Path) -> int:
