@@ -25,7 +25,7 @@ from typing import MutableMapping
 
 from rich.console import Console
 
-from envs.errors import InputError
+from envs.errors import InputError, RunFault
 from experiments.plan import numerics
 from experiments.plan.cluster import LOCAL, RayTarget
 from experiments.plan.ports import port_is_free
@@ -103,11 +103,32 @@ def start_ray(target: RayTarget, local: LocalRay, console: Console) -> bool:
     # No port: Ray tries 8265 and up to 50 ports after it, so a second run beside the first takes the next free one
     # and prints the URL it really got. An explicit port is checked by Ray even with --no-dashboard (its dashboard
     # process starts for the state API), which is how a second run used to die on the first one's 8265.
-    context = ray.init(address=LOCAL, include_dashboard=local.dashboard, dashboard_host=local.dashboard_host,
-                       dashboard_port=port, logging_level="ERROR", log_to_driver=False)
+    try:
+        context = ray.init(address=LOCAL, include_dashboard=local.dashboard, dashboard_host=local.dashboard_host,
+                           dashboard_port=port, logging_level="ERROR", log_to_driver=False)
+    except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception for this one; others keep theirs
+        if not is_startup_timeout(error):
+            raise
+        ray.shutdown()  # the processes that did start (GCS, dashboard) go with the failed start
+        raise RunFault(startup_timeout_line()) from None
     make_private(context.address_info.get("session_dir"))
     print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
     return True
+
+
+def is_startup_timeout(error: Exception) -> bool:
+    """Ray 2.60's local start gives up when its raylet has not registered within 30 s (`ray._private.node`): on
+    a machine whose cores are all busy, not a bug of ours or the user's."""
+    return "timed out during startup" in str(error)
+
+
+def startup_timeout_line() -> str:
+    """The one line for a local Ray that did not start in time, with the load that explains it when known."""
+    busy = ""
+    if hasattr(os, "getloadavg"):
+        busy = f" (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    return (f"the local Ray did not start within Ray's 30 s{busy}: its processes did not get the CPU they needed; "
+            "run again when the machine is less busy, or join a running Ray with --address")
 
 
 def send_token() -> None:
