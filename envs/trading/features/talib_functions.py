@@ -297,7 +297,10 @@ def per_bar_outputs(name: str, params: dict[str, Any], unstable: int, inputs: li
     columns = [np.full(n, np.nan) for _ in range(count)]
     if n < look_back:
         return columns
+    # TA-Lib's own function, not the pandas/polars wrapper around it: the wrapper looks at every argument on every
+    # call (half the time of a per-bar call here) and passes numpy arrays through unchanged.
     function = getattr(talib, name)
+    function = getattr(function, "__wrapped__", function)
     args = tuple(params[key] for key in list(inspect.signature(function).parameters)[len(inputs):])
     starts = range(n - look_back + 1)
     with unstable_period(unstable):
