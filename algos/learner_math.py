@@ -37,7 +37,7 @@ from algos.losses import (
 
 # RLlib's activation names (rl_module.fcnet_activation); "linear" adds no layer, as in RLlib's TorchMLP.
 ACTIVATIONS: dict[str, type[nn.Module] | None] = {"relu": nn.ReLU, "tanh": nn.Tanh, "swish": nn.SiLU, "linear": None}
-# RLlib's DefaultModelConfig fusion net of SAC's Q encoder (the platform's rl_module section does not set it).
+# RLlib's DefaultModelConfig fusion net of SAC's Q encoder, which conf/sac_btc.yaml keeps (rl_module.fusionnet_hiddens).
 FUSION_HIDDENS, FUSION_ACTIVATION = (256, 256), "tanh"
 # RLlib's SAC optimizers by name, and which of SACLosses' fields each one minimizes.
 SAC_OPTIMIZER_LOSSES = {"qf": "critic", "qf_twin": "critic_twin", "policy": "actor", "alpha": "alpha"}

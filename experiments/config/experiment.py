@@ -88,6 +88,11 @@ class RLModuleSection(Section):
         default_factory=list,
         description="Hidden layer sizes of the heads on top of the body (Q values, policy, value); empty: each head "
                     "is one linear layer.")
+    fusionnet_hiddens: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [256, 256], min_length=1,
+        description="SAC with Box actions only: hidden layer sizes of the layers that join the Q network's "
+                    "observation and action encoders (RLlib's fusion net; its default [256, 256]). Each Q update "
+                    "runs them six times, so a smaller one makes SAC's update cheaper.")
 
 
 class EvaluationSection(Section):

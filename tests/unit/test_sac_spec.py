@@ -249,3 +249,29 @@ def test_an_export_without_its_bounds_is_refused(sac_case):
     arrays[BOUNDS[0]] = arrays[BOUNDS[1]] + 1
     with pytest.raises(InputError, match="low <= high"):
         NumpyPolicy.from_arrays(arrays)
+
+
+def _fusion_sizes(config) -> list[int]:
+    """The output sizes of the fusion layers of the Q network RLlib builds from `config` for Pendulum-v1."""
+    module = config.get_rl_module_spec(env=gym.make("Pendulum-v1")).build()
+    return [layer.out_features for layer in module.qf_encoder.fusion_layers]
+
+
+def test_the_q_networks_fusion_net_is_the_experiment_files_choice():
+    from algos.learner_math import FUSION_HIDDENS
+    from experiments.config.experiment import RLModuleSection
+    from experiments.config.load import load_experiment
+    from experiments.hardware import load_preset, resolve_plan
+    from experiments.sweep.rllib_config import build_config
+    from tests.conftest import REPO
+
+    conf = REPO / "conf" / "sac_pendulum.yaml"
+    for overrides, sizes in (([], [64]), (["rl_module.fusionnet_hiddens=[32, 16]"], [32, 16])):
+        exp = load_experiment(conf, overrides)
+        plan = resolve_plan(load_preset("cpu"), exp.timeframe, 1, exp.training.train_batch_size_per_learner)
+        assert _fusion_sizes(build_config(exp, plan, seed=0)) == sizes
+    # Unset, it is RLlib's default, which the Ray-free learner benchmark replicates.
+    assert RLModuleSection().fusionnet_hiddens == list(FUSION_HIDDENS)
+    assert _fusion_sizes(SAC_SPEC.build(_inputs())) == list(FUSION_HIDDENS)
+    with pytest.raises(InputError, match="rl_module.fusionnet_hiddens"):
+        load_experiment(conf, ["rl_module.fusionnet_hiddens=[]"])
