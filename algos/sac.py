@@ -181,6 +181,7 @@ SPEC = AlgorithmSpec(
                      "last_target_update_ts", "num_target_updates", "policy_learning_rate", "qf_learning_rate",
                      "qf_twin_learning_rate", "alpha_learning_rate"),
     free_result_prefixes=("replay_buffer/",),
+    module_keys=("fusionnet_hiddens",),  # the fusion net of RLlib's multi-stream Q encoder (Box actions)
     speedup=_speedup,
     replay_ratio=_replay_ratio,
     splits_batch_unevenly=lambda training: training.implementation == "fast",  # weighted slices, fast_training.py

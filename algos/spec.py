@@ -278,6 +278,9 @@ class AlgorithmSpec:
     smoke_overrides: tuple[str, ...] = ()
     learner_metrics: tuple[str, ...] = ()          # keys under learners/<module id>/ beyond the common ones
     free_result_prefixes: tuple[str, ...] = ()     # sub-trees of its own, e.g. replay_buffer/
+    # rl_module keys its network reads beyond the shared ones (RLModuleSection.ALGORITHM_KEYS lists all such keys);
+    # a file that sets one its algorithm does not read is refused.
+    module_keys: tuple[str, ...] = ()
     # Env steps/s relative to the hardware preset's declared rate (stock RLlib DQN), for time estimates.
     speedup: Callable[[Any], float] = field(default=lambda training: 1.0)
     # Replayed samples per sampled env step (a replay ratio, for the plan's "updates per env step"), given the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr, create_model, field_validator, model_validator
@@ -77,6 +77,11 @@ class LearnersSection(Section):
 
 class RLModuleSection(Section):
     """The network of RLlib's default RLModule (a portfolio model is sized by training.model_hiddens instead)."""
+
+    # Keys only some algorithms' networks read: an algorithm lists those it reads in AlgorithmSpec.module_keys, and
+    # a file that changes one for another algorithm is refused rather than silently ignored. (Changed from its
+    # default, not set: the sweep validates every trial's config again from a full dump.)
+    ALGORITHM_KEYS: ClassVar[tuple[str, ...]] = ("fusionnet_hiddens",)
 
     fcnet_hiddens: list[Annotated[int, Field(ge=1)]] = Field(
         default_factory=lambda: [128, 128],
@@ -349,6 +354,16 @@ class ExperimentConfig(Section):
     # What the plan should say about how the file was read (e.g. an algorithm switched by --set).
     _notes: list[str] = PrivateAttr(default_factory=list)
     _family: envs.EnvFamily | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _module_keys_its_algorithm_reads(self) -> "ExperimentConfig":
+        for key in RLModuleSection.ALGORITHM_KEYS:
+            default = RLModuleSection.model_fields[key].get_default(call_default_factory=True)
+            if getattr(self.rl_module, key) != default and key not in self.spec.module_keys:
+                readers = [name for name in algos.ALGORITHMS if key in algos.algorithm(name).module_keys]
+                raise ValueError(f"rl_module.{key}: algorithm {self.algorithm}'s network does not read it (only "
+                                 f"{', '.join(readers)}'s does): remove it")
+        return self
 
     @property
     def pinned(self) -> dict[str, Any]:

@@ -275,3 +275,6 @@ def test_the_q_networks_fusion_net_is_the_experiment_files_choice():
     assert _fusion_sizes(SAC_SPEC.build(_inputs())) == list(FUSION_HIDDENS)
     with pytest.raises(InputError, match="rl_module.fusionnet_hiddens"):
         load_experiment(conf, ["rl_module.fusionnet_hiddens=[]"])
+    # Another algorithm's network does not read it: set in its file, it is refused, not silently ignored.
+    with pytest.raises(InputError, match=r"rl_module.fusionnet_hiddens: algorithm dqn's network does not read it"):
+        load_experiment(REPO / "conf" / "dqn_btc.yaml", ["rl_module.fusionnet_hiddens=[64]"])
