@@ -32,6 +32,8 @@ from algos.tree_path import value_at
 # checkpoints are kept instead of the best. A flat copy is found.
 SELECTION_SCORE = "selection_score"
 
+DEFAULT_SELECTION_RULE = SelectionRule()
+
 
 class _NewApiStackNotice(logging.Filter):
     """Drops RLlib's 400-character "You are running DQN (SAC, ...) on the new API stack!" warning, which every config
@@ -70,8 +72,8 @@ def lookup(result: dict[str, Any], metric: str) -> Any:
     return value_at(result, metric, sep="/", default=result.get(metric))
 
 
-def copy_selection_score(metric: str, mode: str, rule: SelectionRule = SelectionRule(), *, result: dict[str, Any],
-                         algorithm: Any = None, **_: Any) -> None:
+def copy_selection_score(metric: str, mode: str, rule: SelectionRule = DEFAULT_SELECTION_RULE, *,
+                         result: dict[str, Any], algorithm: Any = None, **_: Any) -> None:
     """RLlib `on_train_result` callback: put the selection score at the top level of the result (see
     SELECTION_SCORE): `metric` itself, or as `rule` (tune.checkpoint.select) makes it from the iterations so far
     (kept on the algorithm object).

@@ -97,7 +97,8 @@ class FastOffPolicy:
         replay = dict(config.get("replay_buffer_config") or {})
         kind = str(replay.pop("type", "EpisodeReplayBuffer"))
         if kind not in FAST_BUFFERS:
-            raise ValueError(f"{type(self).__name__} replay_buffer_config type {kind!r}: use one of {', '.join(FAST_BUFFERS)}")
+            raise ValueError(f"{type(self).__name__} replay_buffer_config type {kind!r}: "
+                             f"use one of {', '.join(FAST_BUFFERS)}")
         return FAST_BUFFERS[kind](seed=config.get("seed"), **replay)
 
     def _updates_owed(self, new_env_steps: int) -> int:
@@ -183,7 +184,8 @@ class FastOffPolicy:
                 raise reply.get()
             outputs.append(reply.get())
         outputs.sort(key=lambda output: output[0])
-        td = np.concatenate([errors.reshape(updates, size) for (_, _, errors), size in zip(outputs, sizes)], axis=1)
+        td = np.concatenate([errors.reshape(updates, size)
+                             for (_, _, errors), size in zip(outputs, sizes, strict=True)], axis=1)
         return [results for _, results, _ in outputs], td.reshape(-1)
 
 

@@ -83,7 +83,7 @@ def mlp(sizes: Sequence[int], activation: str, *, last: bool) -> nn.Sequential:
     """RLlib's TorchMLP: Linear layers through `sizes`, the activation after each hidden one (and after the last
     when `last`: an encoder's output is activated, a head's is linear)."""
     act, layers = ACTIVATIONS[activation], []
-    for index, (inputs, outputs) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for index, (inputs, outputs) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
         layers.append(nn.Linear(inputs, outputs))
         if act is not None and (last or index < len(sizes) - 2):
             layers.append(act())
@@ -134,7 +134,7 @@ class QEncoder(nn.Module):
                                             "obs": mlp([obs_dim, *hiddens], activation, last=True)})
         embed = 2 * hiddens[-1]
         inputs = [embed, *(size + embed for size in FUSION_HIDDENS[:-1])]
-        self.fusion_layers = nn.ModuleList(nn.Linear(i, o) for i, o in zip(inputs, FUSION_HIDDENS))
+        self.fusion_layers = nn.ModuleList(nn.Linear(i, o) for i, o in zip(inputs, FUSION_HIDDENS, strict=True))
         self.output_layer = nn.Linear(FUSION_HIDDENS[-1] + embed, hiddens[-1])
         self.activation = ACTIVATIONS[FUSION_ACTIVATION]()
 

@@ -170,8 +170,9 @@ _TESTPRIO_DATASETS = "envs.agents.testprio.datasets:data_parts"
 ENVIRONMENTS: dict[str, EnvFamily] = {
     "trading/Spot-v0": EnvFamily(
         "envs.trading.env:SpotTradingEnv", "envs.trading.backtest:evaluate_policy", folds=True,
-        vector_entry_point="envs.trading.vector_env:SpotTradingVectorEnv", config_model="envs.trading.env:TradingConfig",
-        prepare="envs.trading.fetch:prepare_data", timeframe_key="timeframe", tag_keys=("symbol",),
+        vector_entry_point="envs.trading.vector_env:SpotTradingVectorEnv",
+        config_model="envs.trading.env:TradingConfig", prepare="envs.trading.fetch:prepare_data",
+        timeframe_key="timeframe", tag_keys=("symbol",),
         data_keys=("data_path", "symbol", "source", "synthetic_model"), store_key="feature_store",
         path_keys=("asset", "series"), importance="envs.trading.importance:permutation_importance",
         unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
@@ -182,9 +183,11 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         "envs.portfolio.env:PortfolioEnv", "envs.portfolio.backtest:evaluate_policy", folds=True,
         config_model="envs.portfolio.config:PortfolioConfig", timeframe_key="timeframe",
         data_keys=("data_paths", "table_path", "synthetic_model"), store_key="feature_store",
-        unused_with_protocol=("split_fractions",), comparison_columns=("eval/total_return", "eval/sharpe", "eval/turnover"),
-        input_reader="envs.portfolio.universe_reader:UniverseReader", paper_trading="envs.portfolio.paper:UniversePaper",
-        baselines="envs.portfolio.baselines:BASELINES", datasets="envs.portfolio.datasets:data_parts",
+        unused_with_protocol=("split_fractions",),
+        comparison_columns=("eval/total_return", "eval/sharpe", "eval/turnover"),
+        input_reader="envs.portfolio.universe_reader:UniverseReader",
+        paper_trading="envs.portfolio.paper:UniversePaper", baselines="envs.portfolio.baselines:BASELINES",
+        datasets="envs.portfolio.datasets:data_parts",
         # a synthetic universe's smoke test runs at 20 assets (conf/ppo_portfolio_500.yaml); files ignore the key
         smoke_overrides=("environment.env_config.synthetic_assets=20",)),
     "agents/TestPrioritization-v0": EnvFamily(
@@ -195,8 +198,8 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         validation_scores="envs.agents.testprio.evaluate:validation_scores", validation_keys=_TESTPRIO_VALIDATION_KEYS),
     "agents/TestPrioritizationPairwise-v0": EnvFamily(
         "envs.agents.testprio.env:PairwiseTestPrioritizationEnv",
-        "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG, data_keys=_TESTPRIO_DATA,
-        comparison_columns=_TESTPRIO_COLUMNS, baselines=_TESTPRIO_BASELINES,
+        "envs.agents.testprio.evaluate:evaluate_pairwise_policy", config_model=_TESTPRIO_CONFIG,
+        data_keys=_TESTPRIO_DATA, comparison_columns=_TESTPRIO_COLUMNS, baselines=_TESTPRIO_BASELINES,
         input_reader="envs.agents.testprio.cycle_reader:PairwiseCycleReader", transfer=_TESTPRIO_TRANSFER,
         datasets=_TESTPRIO_DATASETS, validation_scores="envs.agents.testprio.evaluate:pairwise_validation_scores",
         validation_keys=_TESTPRIO_VALIDATION_KEYS),

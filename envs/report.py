@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 # A greedy policy: a batch of observations (n, obs_dim) -> a batch of actions: discrete actions (n,) for a
-# Discrete action space, continuous actions (n, action_dim) for a Box one (e.g. trading's target exposure, action_dim 1).
+# Discrete action space, continuous actions (n, action_dim) for a Box one (e.g. trading's target exposure,
+# action_dim 1).
 Policy = Callable[[np.ndarray], np.ndarray]
 
 

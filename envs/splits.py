@@ -71,7 +71,8 @@ class Protocol:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(config) - known)
         if unknown:
-            raise InputError(f"{source or 'protocol'}: unknown key(s) {', '.join(unknown)}: known keys are {', '.join(sorted(known))}")
+            raise InputError(f"{source or 'protocol'}: unknown key(s) {', '.join(unknown)}: "
+                             f"known keys are {', '.join(sorted(known))}")
         values = dict(config)
         if "fractions" in values:
             values["fractions"] = tuple(values["fractions"])
@@ -90,9 +91,11 @@ class Protocol:
                 raise InputError(f"{_key(source, name)}: a whole number of rows >= 0 is needed, got {value!r}")
         if self.type == "holdout":
             if len(self.fractions) != 3 or min(self.fractions) <= 0 or abs(sum(self.fractions) - 1) > 1e-6:
-                raise InputError(f"{_key(source, 'fractions')}: three positive numbers summing to 1, e.g. [0.7, 0.15, 0.15]")
+                raise InputError(f"{_key(source, 'fractions')}: three positive numbers summing to 1, "
+                                 "e.g. [0.7, 0.15, 0.15]")
             if self.folds != 1:
-                raise InputError(f"{_key(source, 'folds')}: holdout has one fold: use type: walk_forward for folds: {self.folds}")
+                raise InputError(f"{_key(source, 'folds')}: holdout has one fold: "
+                                 f"use type: walk_forward for folds: {self.folds}")
             return
         if self.folds < 1:
             raise InputError(f"{_key(source, 'folds')}: at least 1")

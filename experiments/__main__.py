@@ -17,7 +17,8 @@ class Command(NamedTuple):
 
 
 COMMANDS = (
-    Command("run", "experiments.run", "run an experiment file: sweep, MLflow, verdict, registered model (--dry-run checks)"),
+    Command("run", "experiments.run",
+            "run an experiment file: sweep, MLflow, verdict, registered model (--dry-run checks)"),
     Command("data", "experiments.data", "fetch, import, update and inspect bar files"),
     Command("compare", "experiments.compare", "an MLflow experiment's sweeps, trials and out-of-sample tables"),
     Command("retrain", "experiments.retrain", "a challenger on fresh bars, a forward test and the promotion gate"),
@@ -30,7 +31,8 @@ COMMANDS = (
     Command("config", "experiments.config", "explain any key of an experiment file; write its JSON Schema"),
     Command("study-checkpoint-rules", "experiments.studies.checkpoint_rules",
             "study: which checkpoint of a trial to keep, on held-out validation data of other markets"),
-    Command("study-hypotheses", "experiments.studies.hypotheses", "study: a table of hypotheses tried through the trials ledger"),
+    Command("study-hypotheses", "experiments.studies.hypotheses",
+            "study: a table of hypotheses tried through the trials ledger"),
     Command("study-leave-one-out", "experiments.studies.leave_one_out",
             "study: leave-one-project-out: the execution agent on a CI history it never saw"),
     Command("study-ledger-canary", "experiments.studies.ledger_canary",

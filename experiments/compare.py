@@ -51,8 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI, else "
                                                f"{DEFAULT_TRACKING_URI})")
-    parser.add_argument("--experiment", help="MLflow experiment (default: EXPERIMENT_NAME, else the one with the newest "
-                                             "sweep)")
+    parser.add_argument("--experiment", help="MLflow experiment (default: EXPERIMENT_NAME, else the one with the "
+                                             "newest sweep)")
     parser.add_argument("--run", help="the sweep's (parent) run id (default: the newest sweep)")
     parser.add_argument("--csv", type=Path, help="also write the trials table to this CSV file")
     return parser.parse_args(argv)

@@ -5,9 +5,9 @@ generic OHLCV CSVs, reports gaps and how they were handled, and writes
 `data/raw/<SYMBOL>_<TF>.parquet` (atomically) for `environment.env_config.data_path`.
 `show FILE` prints a parquet's range, bar count, gaps and calendar (bars a year); `resample FILE --timeframe 1h` writes
 coarser bars;
-`features [NAME]` lists what a feature list may name (every TA-Lib function, allowed or refused with why). `fetch SYMBOL... --timeframe 1h
-[--exchange binance] [--since 2023-01-01]` downloads bars with ccxt (needs network) into the same
-parquet layout (see envs.trading.fetch).
+`features [NAME]` lists what a feature list may name (every TA-Lib function, allowed or refused with why).
+`fetch SYMBOL... --timeframe 1h [--exchange binance] [--since 2023-01-01]` downloads bars with ccxt (needs network)
+into the same parquet layout (see envs.trading.fetch).
 
 `update PATH --from FILE` (a CSV export or a bars parquet) or `update PATH --fetch EXCHANGE` appends new bars
 to a dataset (local or s3://) without rewriting its history: other symbol or timeframe, a hole at the seam, or

@@ -97,7 +97,8 @@ def rolling_stats(rows: np.ndarray, window: int, periods_per_year: float) -> tup
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     args = parse_args(argv)
-    return exit_code(lambda: PaperTrader(args).run(), "interrupted: the last logged state is where the next start resumes")
+    return exit_code(lambda: PaperTrader(args).run(),
+                     "interrupted: the last logged state is where the next start resumes")
 
 
 class PaperTrader:
@@ -149,7 +150,8 @@ class PaperTrader:
             try:
                 response = requests.post(endpoint, json=body, timeout=30)
             except requests.RequestException as error:
-                raise InputError(f"--serve-url {url}: no answer ({type(error).__name__}): start the model's server with "
+                raise InputError(f"--serve-url {url}: no answer ({type(error).__name__}): "
+                                 "start the model's server with "
                                  f"python -m experiments.serve {self.args.model}, or leave --serve-url out") from None
             if response.status_code != 200:
                 raise InputError(f"{endpoint}: {response.status_code}: "
@@ -212,7 +214,8 @@ class PaperTrader:
             state = found[0].data.tags.get(STATE_TAG)
             return found[0].info.run_id, json.loads(state) if state else None
         run = self.client.create_run(experiment_id, run_name=f"paper {self.version.name} v{self.version.version}",
-                                     tags={KEY_TAG: key, "model": self.args.model, "model_version": self.version.version,
+                                     tags={KEY_TAG: key, "model": self.args.model,
+                                           "model_version": self.version.version,
                                            "bars": self.market.label[:5000], "role": "paper"})
         return run.info.run_id, None
 
@@ -227,7 +230,8 @@ class PaperTrader:
         index = self.market.index(data)
         lo, hi = (int(index.searchsorted(pd.Timestamp(self.version.tags.get(k, "NaT")))) for k in
                   ("test_start", "test_end"))
-        if not self.version.tags.get("test_start") or hi - lo < 2 * self.args.drift_bars or lo < self.reader.bars_needed:
+        if (not self.version.tags.get("test_start") or hi - lo < 2 * self.args.drift_bars
+                or lo < self.reader.bars_needed):
             print(f"drift alarm off: {self.market.label} does not hold the model's test window "
                   f"({self.version.tags.get('test_start')} .. {self.version.tags.get('test_end')}) with "
                   f"{2 * self.args.drift_bars} bars or more", flush=True)
@@ -261,7 +265,8 @@ class PaperTrader:
             if band is not None:
                 sharpe, turnover, drift, entered = band.check(float(np.log(outcome.equity / last["equity"])),
                                                               traded_now - last["traded"])
-                values.update({"rolling_sharpe": sharpe, "rolling_turnover": turnover, "drift_alarm": float(bool(drift))})
+                values.update({"rolling_sharpe": sharpe, "rolling_turnover": turnover,
+                               "drift_alarm": float(bool(drift))})
                 if entered:
                     print(f"drift alarm at {stamp}: {drift} (band: the model's backtest)", flush=True)
                     pending_tags.append(RunTag(DRIFT_TAG, f"{stamp}: {drift}"))

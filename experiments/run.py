@@ -47,7 +47,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "default: storage: in the file, else RLPLATFORM_STORAGE, else --output")
     parser.add_argument("--fresh-ledger", metavar="REASON",
                         help="start a fresh trials ledger for this data and these test windows: earlier attempts no "
-                             "longer deflate the verdict; the reason is recorded (experiments/results/trials_ledger.py)")
+                             "longer deflate the verdict; the reason is recorded "
+                             "(experiments/results/trials_ledger.py)")
     parser.add_argument("--cross-cpu", action="store_true",
                         help="the same numbers on any x86-64 CPU: pin MKL's, torch's and numpy's kernels and one "
                              "thread per op (also RLPLATFORM_CROSS_CPU=1); slower, see docs/verdicts.md")

@@ -5,9 +5,10 @@ For the execution agent (`conf/dqn_testprio_cross.yaml`): HISTORY is a CI histor
 format; every cycle is ranked in time order by the model as registered, by the model updated after each cycle's
 verdicts, by a cold start updated the same way, by periodic retraining, and by the baselines (recent_failures,
 random, optimal, and gradient-boosted learning-to-rank fitted on the model's own training histories). The table
-(headline: APFDc over the failing cycles, the paper's protocol, cycles with >= 6 tests) is printed and logged to MLflow (experiment
-`<model name>-transfer`, one run per history, the per-cycle scores as an artifact); --output also writes them as
-CSV. A model whose env family cannot be scored this way, or a file in an unknown format, is refused in one line.
+(headline: APFDc over the failing cycles, the paper's protocol, cycles with >= 6 tests) is printed and logged to
+MLflow (experiment `<model name>-transfer`, one run per history, the per-cycle scores as an artifact); --output also
+writes them as CSV. A model whose env family cannot be scored this way, or a file in an unknown format, is refused
+in one line.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from experiments.shell import exit_code
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.transfer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help='a registered model, e.g. "models:/dqn_testprio_cross/latest" or models:/NAME@ALIAS')
+    parser.add_argument("model",
+                        help='a registered model, e.g. "models:/dqn_testprio_cross/latest" or models:/NAME@ALIAS')
     parser.add_argument("histories", nargs="+", help="data files the model never trained on")
     parser.add_argument("--no-online", dest="online", action="store_false",
                         help="score the registered model and the baselines only (no per-cycle learners)")

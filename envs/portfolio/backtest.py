@@ -37,10 +37,12 @@ def agent_targets(policy: Policy, env: PortfolioEnv) -> np.ndarray:
 def baseline_view(env: PortfolioEnv) -> BaselineView:
     market = env.market
     return BaselineView(closes=market.universe.closes, tradable=market.tradable, listed=market.universe.listed,
-                        timestamps=market.timestamps, train=market.fold.train, decision_interval=env.cfg.decision_interval)
+                        timestamps=market.timestamps, train=market.fold.train,
+                        decision_interval=env.cfg.decision_interval)
 
 
-def strategy_row(equity: np.ndarray, targets: np.ndarray, book: PortfolioBook, periods_per_year: float) -> dict[str, float]:
+def strategy_row(equity: np.ndarray, targets: np.ndarray, book: PortfolioBook,
+                 periods_per_year: float) -> dict[str, float]:
     """A strategy's row, in the trading family's columns where they mean the same: trades (rebalances that traded),
     fees_paid (the rebalance costs), turnover (traded notional in starting equities), exposure (the mean weight
     asked outside cash) and the mean cash weight asked."""
@@ -95,7 +97,8 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
     synthetic = universe.source.startswith("SYNTHETIC")
     protocol = env.cfg.split_protocol()
     fold = f", fold {market.fold.index} of 0..{protocol.num_folds - 1}" if protocol.num_folds > 1 else ""
-    label = f"{universe.n_assets}-asset universe ({', '.join(universe.symbols[:5])}{', ...' if universe.n_assets > 5 else ''})"
+    label = (f"{universe.n_assets}-asset universe "
+             f"({', '.join(universe.symbols[:5])}{', ...' if universe.n_assets > 5 else ''})")
     return EvaluationReport(
         title=(f"{'SYNTHETIC ' if synthetic else ''}{label} {universe.timeframe} test period {index[0]:%Y-%m-%d} .. "
                f"{index[-1]:%Y-%m-%d}{fold} ({hi - lo} bars, decisions every {env.cfg.decision_interval}, fee "
@@ -103,6 +106,7 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
         notes=[f"{HINDSIGHT} is {symbol} held from the first fill: chosen in hindsight, never a verdict line",
                *([f"{universe.source}: generated, not real prices; the dates are fictional"] if synthetic else [])],
         table=frame, agent_metrics=metrics, series=equity_curves, series_label="equity (start = 1.0)",
-        returns=np.log(equity_curves).diff().iloc[1:], periods_per_year=ppy, data_digest=universe.window_digest(market.test_windows),
+        returns=np.log(equity_curves).diff().iloc[1:], periods_per_year=ppy,
+        data_digest=universe.window_digest(market.test_windows),
         windows=tuple((f"{stamps[start]}", f"{stamps[stop - 1]}") for start, stop in market.test_windows),
         data_label=f"{'SYNTHETIC ' if synthetic else ''}{label} {universe.timeframe}")

@@ -74,7 +74,7 @@ def _load_market(cfg: PortfolioConfig) -> PortfolioMarket:
     fold = protocol.fold(n, cfg.fold, min_rows=min_rows, source=f"{universe.source}: calendar of {n} bars: protocol")
     test_windows = tuple(f.test for f in protocol.folds_for(n, min_rows=min_rows))
     raws = []
-    for symbol, frame in zip(universe.symbols, universe.frames):
+    for symbol, frame in zip(universe.symbols, universe.frames, strict=True):
         raw, _, _ = market_features(items, frame, universe.timeframe, cfg.feature_store, f"{where} ({symbol})")
         raws.append(raw)
     names = raws[0].names

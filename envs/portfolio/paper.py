@@ -92,7 +92,7 @@ def wide_table(universe: Universe) -> pd.DataFrame:
     """The universe as the served model reads it: `ASSET:field` columns on the calendar, NaN outside each asset's
     span of bars (its holes are the flat bars the env trades on)."""
     columns = {}
-    for symbol, frame in zip(universe.symbols, universe.frames):
+    for symbol, frame in zip(universe.symbols, universe.frames, strict=True):
         on_calendar = frame.reindex(universe.timestamps)
         columns.update({f"{symbol}{WIDE_SEPARATOR}{name}": on_calendar[name].to_numpy() for name in frame.columns})
     return pd.DataFrame(columns, index=universe.timestamps)
@@ -107,7 +107,7 @@ def replay_universe(book: UniversePaperBook, universe: Universe, table: pd.DataF
     for i, row in enumerate(rows):
         def at_close(held: np.ndarray, row: int = row) -> np.ndarray:
             request = table.iloc[max(row + 1 - bars_needed, 0):row + 1].assign(
-                **{f"{WEIGHT_PREFIX}{name}": weight for name, weight in zip(names, held)})
+                **{f"{WEIGHT_PREFIX}{name}": weight for name, weight in zip(names, held, strict=True)})
             answer = ask(request.rename_axis("timestamp"))
             if list(answer["asset"]) != names:
                 raise InputError(f"the model answered weights for {', '.join(map(str, answer['asset']))}, not for "
@@ -157,7 +157,8 @@ class UniversePaper:
                              "bars: give bars of its timeframe")
         if universe.close_only != self.reader.close_only:
             raise InputError(f"{self.label}: {'closes only' if universe.close_only else 'OHLCV bars'}, but the model "
-                             f"reads {'closes' if self.reader.close_only else 'OHLCV bars'}: give what it was trained on")
+                             f"reads {'closes' if self.reader.close_only else 'OHLCV bars'}: "
+                             "give what it was trained on")
         order = [given.index(symbol) for symbol in symbols]
 
         def in_model_order(array: np.ndarray) -> np.ndarray:  # row-major as the env's, so its dot products sum alike
@@ -206,8 +207,8 @@ class UniversePaper:
     def data_part(self, data: tuple[Universe, pd.DataFrame]) -> DataPart:
         universe = data[0]
         n = len(universe.timestamps)
-        return DataPart(universe.label, "paper", part_digest(universe.window_digest(((0, n),)), 0, n), self.label[:500], n,
-                        f"{universe.timestamps[0]}", f"{universe.timestamps[-1]}")
+        return DataPart(universe.label, "paper", part_digest(universe.window_digest(((0, n),)), 0, n),
+                        self.label[:500], n, f"{universe.timestamps[0]}", f"{universe.timestamps[-1]}")
 
     def periods_per_year(self, data: tuple[Universe, pd.DataFrame]) -> float:
         return self.reader.bars_per_year

@@ -6,8 +6,8 @@ normalization statistics from its fold's train rows. `read` computes every asset
 the env's own code (`build_raw`, `apply_normalization`) and writes the observation as `PortfolioEnv.observation_at`
 does, so a served model and the backtest see the same numbers (tests/unit/test_universe_reader.py).
 
-The request is a DataFrame: a `timestamp` column (in process, a DatetimeIndex will do), then `ASSET:close` (and, for an OHLCV universe,
-`ASSET:open/high/low/volume`) columns for exactly the model's assets, oldest row first; and optionally
+The request is a DataFrame: a `timestamp` column (in process, a DatetimeIndex will do), then `ASSET:close` (and, for an
+OHLCV universe, `ASSET:open/high/low/volume`) columns for exactly the model's assets, oldest row first; and optionally
 `weight:cash` and `weight:ASSET` columns whose last row holds the current weights (all cash when absent). A missing
 or extra asset, too few bars, or weights that are NaN, negative under long-only or do not sum to 1 are refused in
 one line. The answer is one row per asset and cash: the target weight, the bar it was decided on and the open it

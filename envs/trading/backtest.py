@@ -2,8 +2,8 @@
 
 The agent walks the held-out split inside `SpotTradingEnv`, so it is scored by exactly
 the code that rewarded it in training; its policy gives discrete actions (an index of the
-env's position set) or continuous ones (a target exposure, `envs.trading.positions`). The baselines are target-position series decided
-from closes up to bar t and filled by the same ledger at bar t+1's open with the same costs.
+env's position set) or continuous ones (a target exposure, `envs.trading.positions`). The baselines are target-position
+series decided from closes up to bar t and filled by the same ledger at bar t+1's open with the same costs.
 """
 from __future__ import annotations
 

@@ -4,10 +4,10 @@ A registered model carries one `BarReader`: the feature list it was trained on, 
 window, the positions, and the normalization statistics of the train rows of its fold. `read` computes the
 features over the last `bars_needed` bars with the env's own code (`envs.trading.features.matrix.build_raw`),
 normalizes them with the carried statistics (`apply_normalization`) and appends the held position's one-hot (with
-continuous positions the held exposure as one float), as `SpotTradingEnv._observation` does. Every feature's value at a bar comes from a fixed look-back ending there
-(`envs.trading.features.rolling`), and the env's first decision comes after `bars_needed` bars, so the observation
-is the env's on every bar (tests/unit/test_bars_policy.py and tests/integration/test_retrain_loop.py check every
-bar of a test window).
+continuous positions the held exposure as one float), as `SpotTradingEnv._observation` does. Every feature's value at a
+bar comes from a fixed look-back ending there (`envs.trading.features.rolling`), and the env's first decision comes
+after `bars_needed` bars, so the observation is the env's on every bar (tests/unit/test_bars_policy.py and
+tests/integration/test_retrain_loop.py check every bar of a test window).
 
 Features that read another series than the bars (`asset:` and `series:` blocks) cannot come from bars alone:
 such a reader keeps only the reason, and `read` refuses in one line.
@@ -91,7 +91,8 @@ class BarReader(FeatureWindowReader):
                   "slippage_bps": cfg.slippage_bps, "maintenance_margin": cfg.maintenance_margin,
                   "min_trade": cfg.min_trade, "gaps": market.gaps, "calendar": market.calendar,
                   "bars_per_year": market.bars_per_year, "data_start": _iso(stamps[0]),
-                  "data_end": _iso(stamps[-1]), "test_start": _iso(stamps[test_lo]), "test_end": _iso(stamps[test_hi - 1])}
+                  "data_end": _iso(stamps[-1]), "test_start": _iso(stamps[test_lo]),
+                  "test_end": _iso(stamps[test_hi - 1])}
         if needed is None:
             return cls(**common, refusal=f"its features read another series than the bars ({other}): predict "
                                          "takes this model's observations, not bars")

@@ -46,7 +46,8 @@ def random_walk_bars(symbol: str, timeframe: str, n_bars: int, seed: int) -> pd.
     """SYNTHETIC bars whose log returns are i.i.d. N(0, 1%): no edge exists."""
     rng = seeded_rng(symbol, seed, "random_walk")
     returns = rng.normal(0.0, BAR_VOLATILITY, n_bars)
-    return _bars(returns, rng, symbol, timeframe, f"random walk, i.i.d. N(0, {BAR_VOLATILITY:g}) log returns; seed {seed}")
+    return _bars(returns, rng, symbol, timeframe,
+                 f"random walk, i.i.d. N(0, {BAR_VOLATILITY:g}) log returns; seed {seed}")
 
 
 def planted_signal_bars(symbol: str, timeframe: str, n_bars: int, seed: int,

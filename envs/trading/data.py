@@ -197,7 +197,8 @@ def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
         raise InputError(f"{source}: missing column(s) {', '.join(missing)}: re-import with "
                          "python -m experiments.data import")
     if not isinstance(bars.index, pd.DatetimeIndex):
-        raise InputError(f"{source}: the index must be UTC timestamps: re-import with python -m experiments.data import")
+        raise InputError(f"{source}: the index must be UTC timestamps: "
+                         "re-import with python -m experiments.data import")
     if bars.index.tz is None:  # naive stamps are read as UTC, as everywhere else (CSV exports, outside series)
         bars = bars.tz_localize("UTC")
     if note := zone_note(bars.index):  # the same instants, on the UTC grid every block and stamp check assumes

@@ -59,7 +59,8 @@ class TradingConfig(BarsConfig):
     source: Literal["file", "synthetic"] = Field(
         default="file",
         description="Where bars come from: file reads data_path (or <data_dir>/<symbol>_<timeframe>.parquet when "
-                    "data_path is null); synthetic generates a seeded market labeled synthetic (envs.trading.synthetic).")
+                    "data_path is null); synthetic generates a seeded market labeled synthetic "
+                    "(envs.trading.synthetic).")
     data_path: str | None = Field(
         default=str(DEFAULT_DATA),
         description="The bars file (parquet or CSV; relative paths resolve against the experiment file's folder). "
@@ -112,8 +113,8 @@ class TradingConfig(BarsConfig):
     def _min_trade_is_for_continuous_positions(self) -> "TradingConfig":
         if not is_continuous(self.positions) and self.min_trade != DEFAULT_MIN_TRADE:
             raise ValueError(f"env_config.min_trade {self.min_trade:g} applies to continuous positions only: positions "
-                             f"{self.positions} trades whole positions, which no min_trade holds back; remove min_trade "
-                             "or use positions continuous or continuous_long_short")
+                             f"{self.positions} trades whole positions, which no min_trade holds back; "
+                             "remove min_trade or use positions continuous or continuous_long_short")
         return self
 
 
@@ -143,7 +144,8 @@ class Market:
     symbol: str = ""                      # what the data says it is (file metadata), else the config's symbol
     gaps: str = "ffill"                   # the file's gap policy: "drop" keeps holes, stepped over as one bar
     calendar: str = ALL_WEEK              # the data's own (metadata, else detected): weekdays has no weekend bars
-    # The normalization fitted on the fold's train rows (per column): a served policy carries it (envs.trading.bar_reader)
+    # The normalization fitted on the fold's train rows (per column): a served policy carries it
+    # (envs.trading.bar_reader)
     feature_mean: np.ndarray | None = None
     feature_std: np.ndarray | None = None
 
@@ -227,7 +229,8 @@ def load_market(cfg: TradingConfig) -> Market:
     bounds["train"] = (max(train_start, first_decision_row(raw, needed, cfg.window)), train_end)
     check_split_lengths(bounds, cfg.episode_length, where, cfg.decision_interval)
     middle = (bounds["validation"][0] + bounds["validation"][1]) // 2
-    bounds.update(zip(VALIDATION_HALVES, ((bounds["validation"][0], middle), (middle, bounds["validation"][1]))))
+    bounds.update(zip(VALIDATION_HALVES, ((bounds["validation"][0], middle), (middle, bounds["validation"][1])),
+                      strict=True))
     features = _normalized(key, raw, slice(train_start, train_end))
     return Market(
         timestamps=_timestamps(bars.index),
@@ -299,10 +302,10 @@ class SpotTradingEnv(gym.Env):
     """## Description
 
     One coin traded on a spot market from its OHLCV bars. Every `decision_interval` bars the agent picks a
-    target position (or with continuous positions a target exposure) after bar t's close; the order fills at bar t+1's open with slippage and a fee on the
-    notional, and the position is held until the next decision. Which bars an episode may use is the
-    fold's part (`split`) of a holdout or walk-forward protocol (`envs.splits`); features are normalized
-    with statistics of the fold's train part only.
+    target position (or with continuous positions a target exposure) after bar t's close; the order fills at bar t+1's
+    open with slippage and a fee on the notional, and the position is held until the next decision. Which bars an
+    episode may use is the fold's part (`split`) of a holdout or walk-forward protocol (`envs.splits`); features are
+    normalized with statistics of the fold's train part only.
 
     ## Action Space
 
@@ -372,7 +375,8 @@ class SpotTradingEnv(gym.Env):
         positions = self.cfg.positions
         self.continuous = is_continuous(positions)
         self.bounds = EXPOSURE_BOUNDS.get(positions)  # (low, high) of a continuous exposure; None for a set
-        self.targets = np.array(POSITION_SETS.get(positions, ()))  # a set's targets by action index (none if continuous)
+        # a set's targets by action index (none if continuous)
+        self.targets = np.array(POSITION_SETS.get(positions, ()))
         n_features = self.market.features.shape[1]
         self.action_space = action_space(positions)
         self._position_width = position_width(positions)
@@ -398,7 +402,8 @@ class SpotTradingEnv(gym.Env):
         calendar, whose bars a year scale every annualized figure of the report."""
         market = self.market
         where = {"cache": "read from the feature store", "computed": "computed", "memory": "computed"}
-        stored = f" ({FeatureStore(self.cfg.feature_store).display(market.feature_key)})" if self.cfg.feature_store else ""
+        stored = (f" ({FeatureStore(self.cfg.feature_store).display(market.feature_key)})"
+                  if self.cfg.feature_store else "")
         listed = ", ".join(f"{group} {bars}" for group, bars in market.feature_warmups)
         return [f"features: {len(market.feature_names)} columns of {len(market.feature_warmups)} feature(s), "
                 f"warm-up {market.feature_warmup} bars; {where[market.feature_origin]}{stored}",

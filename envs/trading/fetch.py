@@ -271,7 +271,8 @@ def prepare_data(env_config: dict[str, Any], searched: dict[str, list[Any]], fet
         return []
     symbols = [str(v) for v in searched.get("symbol") or [env_config.get("symbol", "BTC-USD")]]
     timeframe = env_config.get("timeframe") or "1h"
-    status = ensure_local_data(symbols, timeframe, env_config.get("data_dir", DEFAULT_DATA.parent), fetch=fetch, log=log)
+    status = ensure_local_data(symbols, timeframe, env_config.get("data_dir", DEFAULT_DATA.parent), fetch=fetch,
+                               log=log)
     if status.missing:
         log(f"note: no local {timeframe} data for {', '.join(status.missing)}; the run will fetch them with ccxt "
             "(needs network)")

@@ -40,7 +40,8 @@ def forward_test(policies: dict[str, tuple[BarReader, Decide]], bars: pd.DataFra
     curves, table = {}, {}
     for name, (reader, decide) in policies.items():
         book, held = new_book(reader), []
-        equity = replay(book, bars, rows, reader.bars_needed, decide, lambda _stamp, _outcome: held.append(book.pending))
+        equity = replay(book, bars, rows, reader.bars_needed, decide,
+                        lambda _stamp, _outcome, held=held, book=book: held.append(book.pending))
         curves[name], table[name] = equity, strategy_row(equity, np.asarray(held), book.ledger, ppy)
     lo, hi = rows.start, rows.stop
     opens, closes = bars["open"].to_numpy()[lo:hi], bars["close"].to_numpy()[lo:hi]

@@ -55,7 +55,8 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         positions = self.cfg.positions
         self.continuous = is_continuous(positions)
         self.bounds = EXPOSURE_BOUNDS.get(positions)  # (low, high) of a continuous exposure; None for a set
-        self.targets = np.array(POSITION_SETS.get(positions, ()))  # a set's targets by action index (none if continuous)
+        # a set's targets by action index (none if continuous)
+        self.targets = np.array(POSITION_SETS.get(positions, ()))
         n_features = self.market.features.shape[1]
         self.single_action_space = action_space(positions)
         self.single_observation_space = gym.spaces.Box(
@@ -325,7 +326,8 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         targets = np.array(actions, dtype=np.float64).reshape(self.num_envs)
         if np.isnan(targets).any():
             raise InputError(f"trading env: continuous actions must be numbers in [{self.bounds[0]:g}, "
-                             f"{self.bounds[1]:g}], got NaN for sub-env(s) {np.flatnonzero(np.isnan(targets)).tolist()}")
+                             f"{self.bounds[1]:g}], got NaN for sub-env(s) "
+                             f"{np.flatnonzero(np.isnan(targets)).tolist()}")
         return np.clip(targets, *self.bounds) + 0.0
 
     def _trade_exposure(self, changing: np.ndarray, targets: np.ndarray) -> None:
@@ -354,7 +356,8 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._set_liquidation_prices()
 
     def _units_for(self, targets: np.ndarray, equity: np.ndarray, opens: np.ndarray) -> np.ndarray:
-        """`Ledger._target_units` per sub-env: `targets` of `equity` at the open moved by the slippage, fee set aside."""
+        """`Ledger._target_units` per sub-env: `targets` of `equity` at the open moved by the slippage, fee set
+        aside."""
         side_price = opens * np.where(targets > 0, self._buy_factor, 1.0 - self.slippage_rate)
         return np.copysign(np.abs(targets) * equity / (1.0 + self.fee_rate) / side_price, targets)
 

@@ -1,7 +1,7 @@
 """The training run behind `experiments.run`: Ray, MLflow parent run, Tune sweep, out-of-sample scoring.
 
-Each sweep keeps its Tune folder and MLflow parent run in its storage (experiments/storage/sweep_state.py), so `--resume`
-can restore the Tuner and keep logging into the same parent run. It returns a `RunResult`; how a run ends is
+Each sweep keeps its Tune folder and MLflow parent run in its storage (experiments/storage/sweep_state.py), so
+`--resume` can restore the Tuner and keep logging into the same parent run. It returns a `RunResult`; how a run ends is
 one of experiments/records/exits.py's codes (docs/faults.md): 0 whole; 3 partial (a trial failed, a planned fold or
 seed is missing, a model was not registered); 1 no trial could be scored; 4 a fault outside the run (tracking server,
 storage, disk), in one line with the resume command and the whole error chain in a log file; 130 interrupted. Every

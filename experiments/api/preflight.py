@@ -196,8 +196,8 @@ def check_action_space(exp: ExperimentConfig, space: Any) -> None:
         return
     fits = [name for name in algos.ALGORITHMS if algos.algorithm(name).supports(space)]
     raise InputError(f"{exp.environment.env} acts in {space}, and algorithm {exp.algorithm} acts in "
-                     f"{' or '.join(exp.spec.action_spaces)} spaces only: use algorithm: {' or '.join(fits) or '?'}, or "
-                     "an env_config whose actions it can take")
+                     f"{' or '.join(exp.spec.action_spaces)} spaces only: "
+                     f"use algorithm: {' or '.join(fits) or '?'}, or an env_config whose actions it can take")
 
 
 def env_steps_per_trial(exp: ExperimentConfig) -> int:
@@ -216,8 +216,8 @@ def describe_learning(plan: ResourcePlan, exp: ExperimentConfig) -> str:
     if plan.mixed_precision == "none":
         return line
     if not exp.spec.mixed_precision(training):
-        return (f"{line}; mixed precision {plan.mixed_precision} NOT applied: {exp.algorithm} with these settings has no "
-                "autocast (docs/hardware.md)")
+        return (f"{line}; mixed precision {plan.mixed_precision} NOT applied: {exp.algorithm} with these settings "
+                "has no autocast (docs/hardware.md)")
     # The batch and lr are the experiment's, but bf16/fp16 arithmetic is not fp32's: results differ from a CPU run.
     line = line.replace("learning unchanged by the preset:", "batch and lr unchanged by the preset:", 1)
     return (f"{line}; numerics CHANGED: mixed precision {plan.mixed_precision} (autocast in the learner), so "

@@ -1,4 +1,5 @@
-"""`api.retrain` (and `python -m experiments.retrain CONF`): a challenger from fresh bars, a forward test against the champion, a gate.
+"""`api.retrain` (and `python -m experiments.retrain CONF`): a challenger from fresh bars, a forward test against
+the champion, a gate.
 
 1. The forward window is the newest `retrain.forward_bars` bars of the experiment's data. With a champion (the
    version holding the `champion` alias), they must all come after the champion's data ended: neither model has
@@ -169,7 +170,8 @@ def cut_copy(bars: pd.DataFrame, stop: int, storage: Any, folder: tuple[str, ...
     from envs.trading.data import save_bars
 
     part = bars.iloc[:stop]
-    name = f"{bars.attrs.get('symbol', 'bars')}_{bars.attrs.get('timeframe', '')}_to_{part.index[-1]:%Y%m%dT%H%M}.parquet"
+    name = (f"{bars.attrs.get('symbol', 'bars')}_{bars.attrs.get('timeframe', '')}"
+            f"_to_{part.index[-1]:%Y%m%dT%H%M}.parquet")
     path = local / name
     if not path.exists():
         local.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,8 @@ from experiments.plan.run_clock import RunClock
 from experiments.records.exits import ExitCode
 from experiments.shell import terminal_console
 
+DEFAULT_OPTIONS = RunOptions()
+
 
 @dataclass
 class Plan:
@@ -44,7 +46,7 @@ class Plan:
         return self.checked.exp.model_dump(mode="json")
 
 
-def plan(conf: str | Path, overrides: Sequence[str | Override] = (), options: RunOptions = RunOptions(),
+def plan(conf: str | Path, overrides: Sequence[str | Override] = (), options: RunOptions = DEFAULT_OPTIONS,
          console: Console | None = None, fetch: bool = False) -> Plan:
     """Every check that needs no Ray, and the plan; `fetch` makes missing data local (a run does), else it is
     reported. An InputError names the file or key and the fix."""
@@ -72,7 +74,7 @@ def print_plan(console: Console, found: Plan, resolved: bool) -> None:
         console.print(yaml.safe_dump(found.experiment, sort_keys=False), markup=False)
 
 
-def run(conf: str | Path, overrides: Sequence[str | Override] = (), options: RunOptions = RunOptions(),
+def run(conf: str | Path, overrides: Sequence[str | Override] = (), options: RunOptions = DEFAULT_OPTIONS,
         console: Console | None = None, clock: RunClock | None = None) -> RunResult:
     """Check, sweep with Tune, track in MLflow, score out of sample, judge and register: the main job. Returns the
     verdict, trials, models, MLflow ids, timings and exit code; bad input raises InputError before anything is

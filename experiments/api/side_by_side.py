@@ -111,7 +111,7 @@ def check_all(listing: Listing, preset: HardwarePreset, reason: str, request: Ru
     shares = share_machine(preset, len(listing.entries))
     options = request.options
     children, seen = [], {}
-    for index, (entry, share) in enumerate(zip(listing.entries, shares)):
+    for index, (entry, share) in enumerate(zip(listing.entries, shares, strict=True)):
         overrides = [*entry.overrides, *concurrency_override(entry.path, list(entry.overrides), options.smoke_test,
                                                              share)]
         checked = preflight(entry.path, overrides, options.smoke_test, options.storage, options.output,

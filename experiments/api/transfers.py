@@ -71,7 +71,8 @@ def _log(client: Any, version: Any, path: str, report: Any, output: Path | None)
     run_id = client.create_run(experiment_id, run_name=f"{stem} v{version.version}").info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(f"{_metric_name(strategy)}/{column}", float(row[column]), now, 0)
-               for strategy, row in report.table.iterrows() for column in ("paper_apfdc", "paper_ttff", "paper_apfd", "paper_nrpa")
+               for strategy, row in report.table.iterrows()
+               for column in ("paper_apfdc", "paper_ttff", "paper_apfd", "paper_nrpa")
                if row[column] == row[column]]  # not NaN
     # Each strategy's APFDc (failing cycles) and NRPA per cycle, step = the cycle's position: the chart view overlays
     # the strategies.

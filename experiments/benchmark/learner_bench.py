@@ -214,8 +214,8 @@ def run(budget: Budget) -> Report:
     where = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu, 1 torch thread ({threads} available)"
     return Report("learner", __doc__.splitlines()[0], f"algos.learner_math on {where}", "(none)",
                   [row.figure() for row in rows],
-                  {"device": where, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
-                   "max_updates_per_row": max_updates, "time_budget_s": seconds,
+                  {"device": where, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                   "torch": torch.__version__, "max_updates_per_row": max_updates, "time_budget_s": seconds,
                    "rows": [row.as_dict() for row in rows]})
 
 

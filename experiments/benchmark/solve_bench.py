@@ -143,7 +143,8 @@ def _median_time(runs: list[dict[str, Any]]) -> float | None:
     """Median wall time to solve over seeds; an unsolved run counts as slower than any solved one, so
     the median is None (not solved) when half or more of the runs did not solve."""
     times = sorted(r["solved_s"] if r["solved_s"] is not None else math.inf for r in runs)
-    middle = times[(len(times) - 1) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+    middle = (times[(len(times) - 1) // 2] if len(times) % 2
+              else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2)
     return None if math.isinf(middle) else middle
 
 
@@ -154,8 +155,8 @@ def _median_steps(runs: list[dict[str, Any]]) -> float | None:
 
 
 def _summary(runs: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{r['solved_s']:.1f} s" if r["solved_s"] is not None else f"unsolved (best {r['best_eval_return']})"
-                     for r in runs)
+    return ", ".join(f"{r['solved_s']:.1f} s" if r["solved_s"] is not None
+                     else f"unsolved (best {r['best_eval_return']})" for r in runs)
 
 
 def run(budget: Budget) -> Report:
@@ -168,13 +169,14 @@ def run(budget: Budget) -> Report:
     torch.set_num_threads(1)
     ray_s = init_ray()
     silence_rllib()
-    sides: dict[str, list[dict[str, Any]]] = {"platform": [], "platform_stock_rllib": [], "platform_ppo": [], "peer": [],
-                                              "platform_sac": [], "peer_sac": []}
+    sides: dict[str, list[dict[str, Any]]] = {"platform": [], "platform_stock_rllib": [], "platform_ppo": [],
+                                              "peer": [], "platform_sac": [], "peer_sac": []}
     for seed in seeds:  # seeds interleaved, so load drifts hit every side
         # "platform": the conf as shipped (FastDQN); the variant is stock RLlib DQN on the same settings.
         sides["platform"].append(solve_platform(steps, time_limit, seed))
         if budget.variants:
-            sides["platform_stock_rllib"].append(solve_platform(steps, time_limit, seed, ["training.implementation=rllib"]))
+            sides["platform_stock_rllib"].append(solve_platform(steps, time_limit, seed,
+                                                                ["training.implementation=rllib"]))
             sides["platform_ppo"].append(solve_platform(steps, time_limit, seed, conf=PPO_CONF))
         first = sides["platform"][0]
         sides["peer"].append(solve_sb3(steps, time_limit, seed, first["eval_every_env_steps"], first["eval_episodes"]))

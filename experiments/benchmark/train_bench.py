@@ -2,8 +2,8 @@
 
 Platform: conf/dqn_btc.yaml as shipped (FastDQN with prioritized replay), through
 `experiments.config.load.load_experiment` -> `experiments.hardware.resolve_plan`
-(the `cpu` preset) -> `experiments.sweep.rllib_config.build_config` (algos.dqn) -> `.build_algo()` -> `.train()` until the step
-budget is sampled: the code path of `experiments.run`, minus Tune and MLflow (measured separately
+(the `cpu` preset) -> `experiments.sweep.rllib_config.build_config` (algos.dqn) -> `.build_algo()` -> `.train()` until
+the step budget is sampled: the code path of `experiments.run`, minus Tune and MLflow (measured separately
 by `tracking`), and minus the per-iteration validation episode (SB3 has none; it is evaluation,
 not training). Peer: SB3 `DQN("MlpPolicy")` on the same env and env_config with the same hidden
 layers, batch size, learning rate, gamma, buffer size, learning start, target update period,
@@ -200,7 +200,8 @@ def run(budget: Budget) -> Report:
                    f"net {settings['policy_kwargs']['net_arch']}; the platform also does double Q + dueling + "
                    f"{exp.training.n_step}-step returns and, with prioritized replay, a sum-tree draw and a priority "
                    f"update per batch")
-    figures = [figure, Figure("wall time for the budget", "s", ours["train_s"], theirs["train_s"], higher_is_better=False)]
+    figures = [figure,
+               Figure("wall time for the budget", "s", ours["train_s"], theirs["train_s"], higher_is_better=False)]
     for name, result in variants.items():
         variant = Figure(f"same, {name}", "env steps/s", result["steps_per_s"], theirs["steps_per_s"])
         variant.note = f"replay ratio {result['achieved_replay_ratio']:.2f}"

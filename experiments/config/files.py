@@ -244,4 +244,5 @@ def check_files_exist(env_config: dict[str, Any], source: str) -> None:
         if not Path(path).exists():
             raise InputError(f"{source}: {key}: {path} not found (relative paths in an experiment file "
                              "resolve against the file's folder, those given with --set against the working "
-                             "directory): fix the path (market data from a CSV: python -m experiments.data import FILE)")
+                             "directory): fix the path "
+                             "(market data from a CSV: python -m experiments.data import FILE)")

@@ -47,7 +47,8 @@ class ListingFile(StrictModel):
     @classmethod
     def _short_form(cls, value: object) -> object:
         """`- file.yaml` is `- {file: file.yaml}`."""
-        return [{"file": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+        return ([{"file": item} if isinstance(item, str) else item for item in value] if isinstance(value, list)
+                else value)
 
 
 @dataclass(frozen=True)

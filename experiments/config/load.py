@@ -57,7 +57,8 @@ def load_experiment(path: str | Path, overrides: Sequence[str | Override] | None
     pinned = pin_overridden_searches(raw, overrides)
     name = raw.get("algorithm", "dqn")
     if not isinstance(name, str):
-        raise InputError(f"{source}: algorithm: write one name, e.g. algorithm: dqn (known: {', '.join(algos.ALGORITHMS)})")
+        raise InputError(f"{source}: algorithm: write one name, e.g. algorithm: dqn "
+                         f"(known: {', '.join(algos.ALGORITHMS)})")
     algos.algorithm(name, where=f"{source}: ")
     model = experiment_model(name)
     try:

@@ -59,6 +59,7 @@ class RetrainSection(StrictModel):
         description="The newest bars, which neither model trains or is selected on: the forward test that judges "
                     "the challenger.")
     incremental: IncrementalSection = Field(
-        default_factory=IncrementalSection, description="mode incremental: the warm-started trial's length and settings.")
+        default_factory=IncrementalSection,
+        description="mode incremental: the warm-started trial's length and settings.")
     gate: GateSection = Field(default_factory=GateSection,
                               description="The evidence a challenger needs to be promoted over the champion.")

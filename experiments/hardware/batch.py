@@ -87,14 +87,16 @@ class BatchPlan:
             return (f"learning unchanged by the preset: batch {self.batch}{split}" + (f", lr {lr:g}" if lr else "")
                     + (f", {replay_ratio / self.batch:.4g} updates per env step" if replay_ratio else ""))
         lr_text = f"lr {lr:g} -> {lr * self.lr_scale:.4g}" if lr else f"lr x {self.lr_scale:.4g}"
-        updates = (f", updates per env step {replay_ratio / self.experiment_batch:.4g} -> {replay_ratio / self.batch:.4g}"
-                   if replay_ratio else f", {self.batch // self.experiment_batch}x fewer updates per env step")
+        updates = (f", updates per env step {replay_ratio / self.experiment_batch:.4g} -> "
+                   f"{replay_ratio / self.batch:.4g}" if replay_ratio
+                   else f", {self.batch // self.experiment_batch}x fewer updates per env step")
         return (f"learning CHANGED by the preset's large_batch (training.batch_scaling: preset): batch "
                 f"{self.experiment_batch} -> {self.batch}{split}, {lr_text} ({self.lr_rule} rule){updates}, "
                 f"replay ratio kept")
 
 
-def plan_batch(preset: HardwarePreset, timeframe: str | None, experiment_batch: int, scaling: str = "none") -> BatchPlan:
+def plan_batch(preset: HardwarePreset, timeframe: str | None, experiment_batch: int,
+               scaling: str = "none") -> BatchPlan:
     """The batch per update the preset gives an experiment (see the module docstring for the rule)."""
     learners = max(learner_count(preset), 1)
     batch, rule, scale = experiment_batch, None, 1.0
@@ -123,4 +125,5 @@ def memory_cap(observation_bytes: int, preset: HardwarePreset, trials_at_once: i
     else:
         memory, where = preset.memory_gb / max(trials_at_once, 1), f"{preset.name}'s {preset.memory_gb:g} GB"
     budget = memory * 1e9 * OBSERVATION_SHARE
-    return max(int(budget // max(observation_bytes, 1)), 1), f"{OBSERVATION_SHARE:.0%} of {memory:.3g} GB a trial ({where})"
+    return (max(int(budget // max(observation_bytes, 1)), 1),
+            f"{OBSERVATION_SHARE:.0%} of {memory:.3g} GB a trial ({where})")

@@ -64,7 +64,8 @@ class ResourcePlan:
         return {f"hardware/{k}": ("none" if v is None else v) for k, v in asdict(self).items()}
 
     def describe(self) -> str:
-        """One line in the style of the classic GPU-profile log line: "Using profile 'NVIDIA RTX 4090' (24GB VRAM): ..."."""
+        """One line in the style of the classic GPU-profile log line:
+        "Using profile 'NVIDIA RTX 4090' (24GB VRAM): ..."."""
         if self.gpu_model is None:
             head = f"Using profile '{self.preset}' (CPU only)"
         else:

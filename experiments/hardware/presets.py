@@ -123,7 +123,8 @@ def _check_learning_knobs(preset: HardwarePreset) -> None:
                          "for strategy 'cpu'")
     for timeframe, size in (preset.large_batch.batch_size_per_timeframe.items() if preset.large_batch else ()):
         if not _TIMEFRAME.match(timeframe):
-            raise ValueError(f"large_batch.batch_size_per_timeframe key {timeframe!r} is not a timeframe like 1m, 1h, 1d")
+            raise ValueError(f"large_batch.batch_size_per_timeframe key {timeframe!r} is not a timeframe "
+                             "like 1m, 1h, 1d")
         if size < 1:
             raise ValueError(f"large_batch.batch_size_per_timeframe[{timeframe!r}] must be >= 1, got {size}")
 

@@ -106,7 +106,7 @@ def plot_folds(verdict: Verdict, scored: list[tuple[Trial, EvaluationReport]], p
     folds = sorted(verdict.selected)
     fig = Figure(figsize=(10, 2.6 * len(folds)))
     axes = fig.subplots(len(folds), 1, squeeze=False)
-    for ax, fold in zip(axes[:, 0], folds):
+    for ax, fold in zip(axes[:, 0], folds, strict=True):
         members = [(t, r) for t, r in scored if t.fold == fold and t.point == verdict.selected[fold]]
         for trial, report in members:
             ax.plot(report.series.index, report.series[AGENT], linewidth=1.6, label=f"agent seed {trial.seed}")

@@ -60,7 +60,8 @@ def print_frame(console: Console, frame: pd.DataFrame, title: str, first_column:
     for column in frame.columns:
         table.add_column(escape(str(column)), justify="right")
     for name, row in frame.iterrows():
-        table.add_row(escape(str(name)), *(escape(format_cell(column, v)) for column, v in zip(frame.columns, row)),
+        table.add_row(escape(str(name)),
+                      *(escape(format_cell(column, v)) for column, v in zip(frame.columns, row, strict=True)),
                       style="bold" if name == "agent" else None)
     console.print(table)
 

@@ -79,7 +79,8 @@ def judge(table: Any, returns: Any, challenger: str, champion: str, baselines: l
     if numbers["dsr_vs_champion"] < gate.min_dsr_vs_champion:
         failed.append(f"DSR of its excess over the champion {numbers['dsr_vs_champion']:.2f} < "
                       f"{gate.min_dsr_vs_champion:g}")
-    weak = [f"{b} {numbers[f'dsr_vs_{b}']:.2f}" for b in baselines if numbers[f"dsr_vs_{b}"] < gate.min_dsr_vs_baselines]
+    weak = [f"{b} {numbers[f'dsr_vs_{b}']:.2f}" for b in baselines
+            if numbers[f"dsr_vs_{b}"] < gate.min_dsr_vs_baselines]
     if weak:
         failed.append(f"DSR of its excess over baselines below {gate.min_dsr_vs_baselines:g}: {', '.join(weak)}")
     if pbo is not None and math.isfinite(pbo):
@@ -88,7 +89,8 @@ def judge(table: Any, returns: Any, challenger: str, champion: str, baselines: l
             failed.append(f"its sweep's PBO {pbo:.2f} > {gate.max_pbo:g}")
     if failed:
         return Decision(False, "not promoted: " + "; ".join(failed), numbers)
-    return Decision(True, f"promoted: it beats the champion on the forward window (Sharpe {numbers['forward_sharpe']:.2f} "
+    return Decision(True, "promoted: it beats the champion on the forward window "
+                          f"(Sharpe {numbers['forward_sharpe']:.2f} "
                           f"vs {numbers['champion_forward_sharpe']:.2f}) and the gate holds", numbers)
 
 

@@ -15,7 +15,7 @@ def fold_table(verdict: Verdict) -> pd.DataFrame:
     frame = verdict.per_fold.reset_index()
     first = ~frame["fold"].duplicated()
     label = [f"{row.fold}: {row.test_start:%Y-%m-%d}..{row.test_end:%Y-%m-%d}" if is_first else ""
-             for row, is_first in zip(frame.itertuples(), first)]
+             for row, is_first in zip(frame.itertuples(), first, strict=True)]
     shown = frame[[m for m in TABLE_METRICS if m in frame]].copy()
     shown.insert(0, "strategy", frame["strategy"])
     shown.insert(0, "fold: test window", label)

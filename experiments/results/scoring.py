@@ -91,7 +91,8 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
         verdict.ledger_key = key.id
     chosen = deployable(trials, exp.tune.mode, verdict.selected[max(t.fold for t in trials)])
     report = next(r for t, r in scored if t is chosen)
-    per_fold = {fold: [t for t in trials if t.fold == fold and t.point == point] for fold, point in verdict.selected.items()}
+    per_fold = {fold: [t for t in trials if t.fold == fold and t.point == point]
+                for fold, point in verdict.selected.items()}
     with console.status("permuting each feature on the validation parts"):
         importance = feature_importance(exp, per_fold, reader)
     return GroupOutcome(chosen.group, chosen, report, scored, verdict, importance,

@@ -398,7 +398,7 @@ def _summary(chosen: dict[int, list[ScoredTrial]], per_fold: pd.DataFrame,
                     "return_mean": agent["total_return"].mean(), "return_std": agent["total_return"].std(ddof=0),
                     "trades_median": per_fold.xs(AGENT, level="strategy")["trades"].median(),
                     "agent_wins": np.nan, "dsr_of_excess": np.nan, "results": len(agent)}}
-    for name, edge in zip(baselines, edges):
+    for name, edge in zip(baselines, edges, strict=True):
         frame = per_fold.xs(name, level="strategy")
         rows[name] = {"sharpe_mean": frame["sharpe"].mean(), "sharpe_std": frame["sharpe"].std(ddof=0),
                       "return_mean": frame["total_return"].mean(), "return_std": frame["total_return"].std(ddof=0),

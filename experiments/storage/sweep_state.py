@@ -27,7 +27,8 @@ from experiments.records.exits import (
 )
 from experiments.storage.filesystem import Storage
 
-RUNNING, INTERRUPTED, FAILED, PARTIAL, FINISHED = SWEEP_RUNNING, SWEEP_INTERRUPTED, SWEEP_FAILED, SWEEP_PARTIAL, SWEEP_FINISHED
+RUNNING, INTERRUPTED, FAILED, PARTIAL, FINISHED = (SWEEP_RUNNING, SWEEP_INTERRUPTED, SWEEP_FAILED, SWEEP_PARTIAL,
+                                                   SWEEP_FINISHED)
 RESUMABLE = (INTERRUPTED, FAILED, PARTIAL)
 
 
@@ -99,5 +100,6 @@ def sweep_to_resume(storage: Storage, name: str) -> tuple[SweepState, str]:
     chosen = candidates[-1]
     newer = [s for s in sweeps if s.started > chosen.started]
     note = (f"resuming sweep {chosen.sweep} ({chosen.status}); newer sweeps of '{name}' not resumed: "
-            + ", ".join(f"{s.sweep} ({'running' if s.status == RUNNING else s.status})" for s in newer)) if newer else ""
+            + ", ".join(f"{s.sweep} ({'running' if s.status == RUNNING else s.status})"
+                        for s in newer)) if newer else ""
     return chosen, note

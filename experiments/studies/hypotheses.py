@@ -1,7 +1,8 @@
 """A table of hypotheses tried through the trials ledger: each run's attempt number, what the ledger counted, its
 validation return (what may choose among hypotheses) and its verdict (what may not).
 
-    .venv/bin/python -m experiments.studies.hypotheses --tracking-uri sqlite:///mlruns/mlflow.db dqn_btc dqn_btc_momentum ...
+    .venv/bin/python -m experiments.studies.hypotheses --tracking-uri sqlite:///mlruns/mlflow.db \
+        dqn_btc dqn_btc_momentum ...
 
 Each name is an MLflow experiment; every sweep (parent run) in it is a row, oldest first. Validation return: per
 trial, the selection score of the checkpoint it kept (the validation return as `tune.checkpoint.select` makes it),

@@ -125,7 +125,8 @@ def _main(argv: list[str] | None) -> int:
     per_alone = np.mean([bool(x) for a, _ in results for x in a])
     per_through = np.mean([bool(x) for _, t in results for x in t])
     print(f"{args.users} simulated users x {HYPOTHESES} noise hypotheses ({time.time() - started:.0f} s):")
-    print(f"  at least one supported verdict: judged alone {np.mean(alone):.1%}, through the ledger {np.mean(through):.1%}")
+    print(f"  at least one supported verdict: judged alone {np.mean(alone):.1%}, "
+          f"through the ledger {np.mean(through):.1%}")
     print(f"  supported per hypothesis: judged alone {per_alone:.2%}, through the ledger {per_through:.2%}")
     return 0
 

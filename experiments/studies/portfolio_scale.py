@@ -233,9 +233,9 @@ def sample_peaks(driver: int, peaks: dict[str, float]) -> None:
 
 
 def run_pipeline(exp: Any, n_assets: int, output: Path) -> PipelineRun:
-    """`api.run` (in its own process: experiments/api/child.py) on the file for PIPELINE_ITERATIONS iterations of one fold (the file's protocol with
-    folds: 1) at `n_assets` coins; the phases come from polling its --status-file (every 0.2 s), the processes'
-    peak memory from /proc (every second), the iterations from Tune."""
+    """`api.run` (in its own process: experiments/api/child.py) on the file for PIPELINE_ITERATIONS iterations of one
+    fold (the file's protocol with folds: 1) at `n_assets` coins; the phases come from polling its --status-file
+    (every 0.2 s), the processes' peak memory from /proc (every second), the iterations from Tune."""
     protocol = {**exp.evaluation.protocol, "folds": 1}
     status, log = output / "status.json", output / "run.log"
     overrides = [f"tune.stop={{training_iteration: {PIPELINE_ITERATIONS}}}",
@@ -305,7 +305,7 @@ def print_sizes(rows: list[dict[str, float]], loads: list[str]) -> None:
     print("| N | load + featurize (s) | env steps/s | learner ms per update (batch 256) | parameters | "
           "batch obs (MB) | max RSS after env (MB) | max RSS, env + learner (MB) | load average |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for row, load in zip(rows, loads):
+    for row, load in zip(rows, loads, strict=True):
         print(f"| {row['assets']} | {row['load_s']:.2f} | {row['steps_per_s']:,.0f} | {row['update_ms']:.1f} | "
               f"{row['parameters']:,} | {row['obs_mb']:.0f} | {row['env_rss_mb']:,.0f} | {row['rss_mb']:,.0f} | "
               f"{load} |")

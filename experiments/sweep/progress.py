@@ -113,7 +113,8 @@ class TrialProgress(Callback):
         self._update(trial, status="RESTORING")
         latest = trial.run_metadata.checkpoint_manager.latest_checkpoint_result
         start = (f"from {latest.checkpoint.path.rstrip('/').rsplit('/', 1)[-1]} (iteration "
-                 f"{latest.metrics.get('training_iteration', '?')})" if latest else "from the start (no checkpoint yet)")
+                 f"{latest.metrics.get('training_iteration', '?')})" if latest
+                 else "from the start (no checkpoint yet)")
         retries = "unlimited" if trial.max_failures < 0 else str(trial.max_failures)
         self.console.print(f"trial {trial.trial_id} failed ({error_line(trial)}): restored {start}, retry "
                            f"{trial.num_failures} of {retries}", markup=False, highlight=False)

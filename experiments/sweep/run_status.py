@@ -2,9 +2,9 @@
 
 A run of several experiments starts each as its own `python -m experiments.run ... --status-file PATH`
 process. The child keeps its phase (and when each phase began), its MLflow ids, its trial rows and, when it ends, its
-evaluation files and timings in that file; the parent reads it to draw one live table for every experiment, to print each evaluation, and
-to close the MLflow runs of a child that died without closing them. Writes replace the file whole, so a
-reader never sees half of one.
+evaluation files and timings in that file; the parent reads it to draw one live table for every experiment, to print
+each evaluation, and to close the MLflow runs of a child that died without closing them. Writes replace the file whole,
+so a reader never sees half of one.
 """
 from __future__ import annotations
 

@@ -205,7 +205,7 @@ def tune_log_to(path: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        for logger, (propagate, level) in zip(loggers, before):
+        for logger, (propagate, level) in zip(loggers, before, strict=True):
             logger.removeHandler(handler)
             logger.propagate, logger.level = propagate, level
         handler.close()

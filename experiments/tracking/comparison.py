@@ -182,7 +182,7 @@ def plot_learning_curves(history: pd.DataFrame, metrics: Sequence[str] = LEARNIN
 
     fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), squeeze=False)
     several_symbols = history["symbol"].nunique() > 1
-    for ax, key in zip(axes[0], metrics):
+    for ax, key in zip(axes[0], metrics, strict=True):
         part = history[history["metric"] == key]
         for (coin, name), curve in part.groupby(["symbol", "run_name"], sort=True):
             label = f"{coin}: {name}" if several_symbols else name

@@ -1,8 +1,8 @@
 """The generation agent's environment: coverage-guided test-input generation (fuzzing) for real parsers.
 
 The agent schedules a mutational fuzzer: which mutation schedule (a mix of byte-level operators) to play
-next, and on which inputs, rewarded by the new arc coverage its executions reach. Trained on some parsers, it is scored on a
-held-out one against random and greedy schedulers and against Google's Atheris. Modules, in data-flow
+next, and on which inputs, rewarded by the new arc coverage its executions reach. Trained on some parsers, it is
+scored on a held-out one against random and greedy schedulers and against Google's Atheris. Modules, in data-flow
 order:
 
 * `programs`: the table of programs under test (public API calls, documented errors, seed inputs);

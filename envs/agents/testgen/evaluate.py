@@ -139,7 +139,8 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
     config = parse_config(env_config)
     runs, notes = run_all(policy, config)
     findings = findings_frame(runs)
-    strategies = [s for s in ("agent", *(b.name for b in BASELINES), "atheris") if any(run.strategy == s for run in runs)]
+    strategies = [s for s in ("agent", *(b.name for b in BASELINES), "atheris")
+                  if any(run.strategy == s for run in runs)]
     table = pd.DataFrame([_summary([run for run in runs if run.strategy == s], findings) for s in strategies],
                          index=pd.Index(strategies, name="strategy"))
     table = table.join(paired_with_agent(runs))

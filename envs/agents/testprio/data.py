@@ -123,7 +123,8 @@ def pooled_history(histories: list[CIHistory]) -> CIHistory:
                "prior_runs", "prior_failures")
     starts = np.cumsum([0] + [h.offsets[-1] for h in histories[:-1]])
     offsets = np.concatenate([histories[0].offsets[:1]]
-                             + [h.offsets[1:] + start for h, start in zip(histories, starts)]).astype(np.int64)
+                             + [h.offsets[1:] + start
+                                for h, start in zip(histories, starts, strict=True)]).astype(np.int64)
     cycle_ids = np.concatenate([np.asarray([f"{Path(h.source).stem}:{c}" for c in h.cycle_ids], dtype=object)
                                 for h in histories])
     rows = {name: np.concatenate([getattr(h, name) for h in histories]) for name in per_row}

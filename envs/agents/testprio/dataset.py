@@ -38,7 +38,8 @@ class PreparedData:
 def prepare(config: PrioritizationConfig) -> PreparedData:
     """The prepared data for a validated config (cached per process)."""
     if config.data_paths is not None:
-        identities = tuple(file_identity(path, f"env_config.data_paths[{k}]") for k, path in enumerate(config.data_paths))
+        identities = tuple(file_identity(path, f"env_config.data_paths[{k}]")
+                           for k, path in enumerate(config.data_paths))
         return _prepare_pooled(identities, config.history_window, config.train_fraction, config.max_cycles,
                                config.validation_fraction, config.synthetic_histories)
     identity = None if config.data_path is None else file_identity(config.data_path, "env_config.data_path")

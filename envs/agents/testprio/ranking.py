@@ -209,16 +209,16 @@ def _merge_by_segments(
     """Merge firsts[k] with seconds[k] for every k, each merge cut into segments of <= SEGMENT outputs."""
     cuts = _merge_path_cuts(policy, features, firsts, seconds)
     segment_a, segment_b, owner = [], [], []
-    for k, (a, b) in enumerate(zip(firsts, seconds)):
+    for k, (a, b) in enumerate(zip(firsts, seconds, strict=False)):
         taken = cuts[k]
         positions = np.minimum(np.arange(len(taken)) * SEGMENT, len(a) + len(b))
-        for start, stop in zip(range(len(taken) - 1), range(1, len(taken))):
+        for start, stop in zip(range(len(taken) - 1), range(1, len(taken)), strict=True):
             segment_a.append(a[taken[start] : taken[stop]])
             segment_b.append(b[positions[start] - taken[start] : positions[stop] - taken[stop]])
             owner.append(k)
     merged = _merge_level(policy, features, segment_a, segment_b)
     outputs: list[list[np.ndarray]] = [[] for _ in seconds]  # an odd run out has no partner: the caller keeps it
-    for k, segment in zip(owner, merged):
+    for k, segment in zip(owner, merged, strict=True):
         outputs[k].append(segment)
     return [np.concatenate(parts) for parts in outputs]
 
@@ -234,7 +234,7 @@ def _merge_path_cuts(
     of either run than p allows (only an inconsistent comparator needs that)."""
     searches = []  # (merge, cut index, output position, lo, hi)
     cuts = []
-    for k, (a, b) in enumerate(zip(firsts, seconds)):
+    for k, (a, b) in enumerate(zip(firsts, seconds, strict=False)):
         total = len(a) + len(b)
         positions = np.append(np.arange(0, total, SEGMENT), total)
         taken = np.zeros(len(positions), dtype=np.int64)
@@ -247,17 +247,17 @@ def _merge_path_cuts(
         if not active:
             break
         middles = [(lo + hi) // 2 for _, _, _, lo, hi in active]
-        left = np.array([firsts[k][mid] for (k, _, _, _, _), mid in zip(active, middles)])
-        right = np.array([seconds[k][p - mid - 1] for (k, _, p, _, _), mid in zip(active, middles)])
+        left = np.array([firsts[k][mid] for (k, _, _, _, _), mid in zip(active, middles, strict=True)])
+        right = np.array([seconds[k][p - mid - 1] for (k, _, p, _, _), mid in zip(active, middles, strict=True)])
         first_runs_first = _prefers_left(policy, features, left, right) >= 0
-        for search, mid, before in zip(active, middles, first_runs_first):
+        for search, mid, before in zip(active, middles, first_runs_first, strict=True):
             if before:
                 search[3] = mid + 1
             else:
                 search[4] = mid
     for k, index, _, lo, _ in searches:
         cuts[k][index] = lo
-    for k, (a, b) in enumerate(zip(firsts, seconds)):
+    for k, (a, b) in enumerate(zip(firsts, seconds, strict=False)):
         positions = np.minimum(np.arange(len(cuts[k])) * SEGMENT, len(a) + len(b))
         for index in range(1, len(cuts[k]) - 1):
             low = max(cuts[k][index - 1], positions[index] - len(b))
@@ -282,7 +282,7 @@ def _merge_level(
         a = np.array([firsts[k][heads_a[k]] for k in active])
         b = np.array([seconds[k][heads_b[k]] for k in active])
         take_a = _prefers_left(policy, features, a, b) >= 0
-        for k, from_a, test_a, test_b in zip(active, take_a, a, b):
+        for k, from_a, test_a, test_b in zip(active, take_a, a, b, strict=True):
             outputs[k].append(test_a if from_a else test_b)
         heads_a[active] += take_a
         heads_b[active] += ~take_a

@@ -47,7 +47,8 @@ def describe_function(name: str) -> list[str]:
     feature = TaFeature.parse({"ta": upper}, upper)
     params = ", ".join(f"{key}={value}" for key, value in info["parameters"].items()) or "none"
     scales = output_scales(upper)
-    outputs = ", ".join(f"{output} ({SCALE_WORDS[scale]})" for output, scale in zip(info["output_names"], scales))
+    outputs = ", ".join(f"{output} ({SCALE_WORDS[scale]})"
+                        for output, scale in zip(info["output_names"], scales, strict=True))
     return [*lines, f"parameters: {params}", f"outputs: {outputs}",
             f"with its defaults: TA-Lib lookback {abstract.Function(upper).lookback} bars, and {feature.unstable_bars} "
             "more per recursive stage until its values forget where the series started (TA-Lib's unstable "

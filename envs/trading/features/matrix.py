@@ -2,8 +2,8 @@
 
 Every column's value at bar t is computed from a fixed look-back of bars ending at t (`rolling`, TA-Lib over its
 look-back), and carries `first_valid`: the row of its first value. So the last rows of a matrix computed over the
-last `bars_needed` bars are the same bits as the env's over the whole history: what a served policy reads. A block's columns
-are computed on their own bars and aligned to the base bars by as-of joins on the time each value became
+last `bars_needed` bars are the same bits as the env's over the whole history: what a served policy reads. A block's
+columns are computed on their own bars and aligned to the base bars by as-of joins on the time each value became
 known, so a row never holds a value from after its bar (tests/unit/test_feature_causality.py perturbs every
 bar after t and requires rows <= t to stay bit-identical, for every allowed TA-Lib function):
 
@@ -62,7 +62,7 @@ class RawFeatures:
     def warmups(self) -> dict[str, int]:
         """Per feature (group): its warm-up in base bars."""
         out: dict[str, int] = {}
-        for group, first in zip(self.groups, self.first_valid):
+        for group, first in zip(self.groups, self.first_valid, strict=True):
             out[group] = max(out.get(group, 0), int(first) + 1)
         return out
 
@@ -109,7 +109,7 @@ def _columns(items: tuple[Item, ...], frame: pd.DataFrame, timeframe: str, where
             market = market or {c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
             label = prefix + item.label
             out += [_Column(prefix + name, label, values, item.first_valid)
-                    for name, values in zip(item.columns(), item.compute(market))]
+                    for name, values in zip(item.columns(), item.compute(market), strict=True)]
         else:
             out += BLOCKS[item.kind](item, frame, timeframe, where, prefix, notes)
     return out

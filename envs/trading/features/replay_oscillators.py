@@ -206,7 +206,7 @@ def ultosc(w: Windows, call: Call) -> tuple[list[np.ndarray], int]:
             totals[index] = [np.where(empty, 0.0, totals[index][0]), np.where(empty, 0.0, totals[index][1])]
         null_run = np.minimum(null_run, long)
         output = w.zeros()
-        for (a, b), weight in zip(totals, (4.0, 2.0, None)):
+        for (a, b), weight in zip(totals, (4.0, 2.0, None), strict=True):
             ratio = a / b if weight is None else weight * (a / b)
             output = np.where(b > 0.0, output + ratio, output)
         for index, period in enumerate((short, middle, long)):

@@ -60,7 +60,8 @@ def load_series(source: str, column: str | None, nan: str, where: str) -> Series
     if column not in frame.columns:
         from envs.validation import did_you_mean
 
-        raise InputError(f"{where}: column: {source} has no column {column!r}{did_you_mean(column, map(str, frame.columns))}")
+        raise InputError(f"{where}: column: {source} has no column "
+                         f"{column!r}{did_you_mean(column, map(str, frame.columns))}")
     values = pd.to_numeric(frame[column], errors="coerce")
     if values.isna().all():
         raise InputError(f"{source}: column {column!r} holds no numbers")

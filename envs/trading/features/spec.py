@@ -130,7 +130,7 @@ def _mapping(item: dict[str, Any], at: str, in_series: bool) -> Item:
 def _ta(item: dict[str, Any], at: str) -> TaFeature:
     feature = TaFeature.parse(item, at)
     try:
-        feature.first_valid  # measures its unstable period: a period too long to converge is refused here
+        _ = feature.first_valid  # measures its unstable period: a period too long to converge is refused here
     except InputError as error:
         raise InputError(f"{at}: {error}") from None
     return feature

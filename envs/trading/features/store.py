@@ -145,7 +145,8 @@ def market_features(items: tuple[Item, ...], bars: pd.DataFrame, timeframe: str,
     """The feature matrix of `items` on `bars`: from this process's memory, the store, or computed (then stored).
     `check(raw)` runs before anything is stored, so a refused matrix is never written. Returns the matrix, where
     it came from (memory, cache, computed) and its key."""
-    what = f"file of an asset: or series: block of {where} (relative paths resolve against the experiment file's folder)"
+    what = (f"file of an asset: or series: block of {where} "
+            "(relative paths resolve against the experiment file's folder)")
     digests = {source: file_digest(source, what) for source in file_sources(items)}
     key = feature_key(items, bars_digest(bars), timeframe, digests)
     store = FeatureStore(store_uri) if store_uri else None

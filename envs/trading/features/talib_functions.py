@@ -94,7 +94,7 @@ def _start_dependence(name: str) -> str | None:
     cut = _PROBE_BARS // 4
     full = _call(name, {}, market)
     later = _call(name, {}, {k: v[cut:] for k, v in market.items()})
-    for whole, part in zip(full, later):
+    for whole, part in zip(full, later, strict=True):
         tail_whole, tail_part = whole[-200:], part[-200:]
         diff = tail_whole - tail_part
         spread = np.nanstd(whole[cut:]) or 1.0
@@ -143,7 +143,7 @@ def output_scales(name: str) -> tuple[str, ...]:
     shifted = _call(name, {}, {k: v + shift if k in prices else v for k, v in market.items()})
     more_volume = _call(name, {}, {k: v * 2.0 if k == "volume" else v for k, v in market.items()})
     scales = []
-    for b, d, s, v in zip(base, doubled, shifted, more_volume):
+    for b, d, s, v in zip(base, doubled, shifted, more_volume, strict=True):
         b, d, s, v = (x[_PROBE_BARS // 2:] for x in (b, d, s, v))  # past any recursive indicator's memory
         rows = np.isfinite(b) & np.isfinite(d) & np.isfinite(s) & np.isfinite(v) & (np.abs(b) > 1e-9)
         b, d, s, v = b[rows], d[rows], s[rows], v[rows]
@@ -357,7 +357,7 @@ def _converged_after(name: str, params: tuple[tuple[str, Any], ...]) -> int:
     later = _call(name, settings, {k: v[cut:] for k, v in market.items()})
     start = cut + _lookback(name, settings)  # the first row the cut market has a value for
     converged_at = start
-    for whole, part in zip(full, later):
+    for whole, part in zip(full, later, strict=True):
         diff = np.abs(whole[start:] - part[start - cut:])
         spread = np.nanstd(whole[start:])
         if not np.isfinite(spread) or spread == 0:
