@@ -78,6 +78,7 @@ def start_ray(target: RayTarget, local: LocalRay, console: Console) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if target.note:
         console.print(target.note, markup=False, highlight=False)
+    registry_follows_the_next_job()
     if not target.starts_local:
         if target.token:
             send_token()
@@ -114,6 +115,17 @@ def start_ray(target: RayTarget, local: LocalRay, console: Console) -> bool:
     make_private(context.address_info.get("session_dir"))
     print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
     return True
+
+
+def registry_follows_the_next_job() -> None:
+    """Tune's registry (where each run registers its env for the trials) keys its entries by the job id it read
+    first in this process, and keeps it (Ray 2.60's `ray.tune.registry._Registry.prefix`). A second run in the same
+    process on a cluster that outlived the first (a notebook's second `api.run` against a cluster, a test session's
+    shared Ray) is a new job: its trials looked under the new id, found no env, and died building `trading/Spot-v0`
+    as a bare Gymnasium id. Called before `ray.init`, so the registry reads the id of the job about to start."""
+    from ray.tune.registry import _global_registry
+
+    _global_registry._prefix = None
 
 
 def is_startup_timeout(error: Exception) -> bool:
