@@ -11,8 +11,9 @@ import pytest
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+pytest_plugins = ["tests.lanes"]  # the fast and the slow lane (tests/README.md)
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 
 
 def shipped_experiments() -> list[Path]:

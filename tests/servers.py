@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -172,3 +173,54 @@ def mlflow_server(backend_store_uri: str, log: Path, *extra_args: str, env: dict
         yield server.start()
     finally:
         server.stop()
+
+
+def printed_url(log: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
+    """The base URL of the `serving ... on http://HOST:PORT/invocations` line `experiments.serve` prints."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r" on (http://127\.0\.0\.1:[1-9][0-9]*)/invocations", log.read_text())
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    raise TimeoutError(f"serve printed no URL in {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+@contextlib.contextmanager
+def served_model(model_uri: str, tracking_uri: str, log: Path, cwd: Path) -> Iterator[str]:
+    """`python -m experiments.serve MODEL --port 0` started from a plain environment (no venv on PATH), as a user
+    starts it: it picks a free loopback port and prints the URL it serves on; yields that URL once it answers
+    /health. The server's process group is always stopped."""
+    env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd),
+           "MLFLOW_TRACKING_URI": tracking_uri}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "experiments.serve", model_uri, "--port", "0"], cwd=cwd,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = printed_url(log, proc)
+        wait_healthy(url, proc, log)
+        yield url
+    finally:
+        stop_group(proc)
+
+
+def bars_request(bars) -> dict:
+    """The JSON body of a POST /invocations with these bars (a DataFrame indexed by time), as a client sends it."""
+    frame = bars.reset_index()
+    frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
+    return {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
+
+
+@contextlib.contextmanager
+def joining(address: str) -> Iterator[list[str]]:
+    """The arguments that make a run in this process join the Ray at `address` (`--address ADDRESS`) instead of
+    starting its own; the driver is disconnected afterwards (a run never disconnects from a cluster it joined)."""
+    import ray
+
+    ray.shutdown()  # a test before may have left its driver connected
+    try:
+        yield ["--address", address]
+    finally:
+        ray.shutdown()

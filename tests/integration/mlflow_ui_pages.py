@@ -14,8 +14,9 @@ What the runs page keeps where (read from MLflow 3.17's JS bundle, checked in he
   params: they live in localStorage (``MLflowLocalStorage-1.1-ExperimentPage-["<id>"]-ReactComponentState``),
   or come from a shared view: an experiment tag `mlflow.sharedViewState.<key>` holding that state as JSON,
   opened with `?viewStateShareKey=<key>` (experiments/tracking/comparison_view.py writes one per sweep). A
-  shared view ignores `runsExpanded`, `runsPinned`, `runsHidden`, `runsVisibilityMap`, `autoRefreshEnabled`, and is ignored when the URL also
-  holds search params; it is not written to localStorage (unless the user presses "Override saved view").
+  shared view ignores `runsExpanded`, `runsPinned`, `runsHidden`, `runsVisibilityMap`, `autoRefreshEnabled`, and
+  is ignored when the URL also holds search params; it is not written to localStorage (unless the user presses
+  "Override saved view").
   The "Views" menu (saved views) keeps its views in the same experiment tags, as an envelope
   `{"name", "createdAt", "updatedAt", "state"}`.
 """
@@ -208,8 +209,8 @@ def line_chart_runs(driver: WebDriver, metric: str, min_lines: int = 2) -> tuple
 
 
 def cell_text(driver: WebDriver, run_id: str, key: str) -> str:
-    """The text of a runs-table cell: the row of `run_id`, the column `key` (``experiments.tracking.comparison_view.column(...)`` or
-    ``attributes.`Dataset` ``). The column must be shown and rendered (the grid may skip far off-screen
-    columns)."""
+    """The text of a runs-table cell: the row of `run_id`, the column `key`
+    (``experiments.tracking.comparison_view.column(...)`` or ``attributes.`Dataset` ``). The column must be shown and
+    rendered (the grid may skip far off-screen columns)."""
     css = f"{_row(run_id)} [col-id={json.dumps(key)}]"
     return _wait(driver).until(lambda d: next(iter(_css(d, css)), None)).text

@@ -22,7 +22,6 @@ from experiments.plan.placement import share_machine
 
 ray = pytest.importorskip("ray")
 
-pytestmark = pytest.mark.slow
 
 TRIALS_PER_AGENT = 2
 DRIVER = Path(__file__).with_name("agent_placement_driver.py")

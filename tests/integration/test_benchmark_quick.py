@@ -12,8 +12,6 @@ import pytest
 
 from experiments.benchmark.__main__ import main
 
-pytestmark = pytest.mark.slow
-
 NEEDS_SB3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None,
                                reason='stable-baselines3 (the peer) is not installed: pip install -e ".[bench]"')
 
@@ -56,3 +54,15 @@ def test_tracking_quick(tmp_path):
     assert details["numeric_keys_per_result"] > 150  # a real RLlib result (196 numeric keys besides its config)
     assert details["platform"]["check"][0], details["platform"]["check"][1]
     assert details["peer"]["check"][0], details["peer"]["check"][1]
+
+
+def test_cli_benchmark_times_a_dry_run(tmp_path):
+    """The target row is a dry run with an empty feature cache (a fresh storage root); the second, the same again; the
+    third, a refused file (exit 2, or the benchmark fails)."""
+    assert main(["cli", "--quick", "--output", str(tmp_path)]) == 0
+    document = json.loads((tmp_path / "cli.json").read_text())
+    cold, warm, refused = document["figures"]
+    assert cold["platform"] > 0 and cold["target"] == "<= 3 s" and "empty feature cache" in cold["what"]
+    assert warm["platform"] > 0 and warm["target"] is None and "warm" in warm["what"]
+    assert "--storage <fresh folder>" in document["details"]["command"]
+    assert refused["platform"] > 0 and refused["what"].startswith("same, a refused file")

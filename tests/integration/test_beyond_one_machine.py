@@ -21,8 +21,6 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import REPO
 from tests.servers import LOOPBACK, free_port, s3_server
 
-pytestmark = pytest.mark.slow
-
 BUCKET = "team"
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # see the cluster fixture
 ITERATIONS = 12
@@ -75,7 +73,8 @@ def _trainer_nodes_of_running_trials(dashboard: str) -> set[str]:
     """Node ids of the live RLlib algorithm actors (the trials' main processes), asked of the cluster."""
     from ray.util.state import list_actors
 
-    actors = list_actors(address=dashboard, filters=[("state", "=", "ALIVE")], limit=1000, raise_on_missing_output=False)
+    actors = list_actors(address=dashboard, filters=[("state", "=", "ALIVE")], limit=1000,
+                         raise_on_missing_output=False)
     # Tune reuses one trial process per slot (experiments/sweep/reuse.py): its class is e.g. ReusableFastDQN.
     trainers = ("FastDQN", "DQN", "PPO")
     return {actor.node_id for actor in actors if actor.class_name.removeprefix("Reusable") in trainers}
@@ -199,5 +198,6 @@ def test_a_retrain_submitted_as_a_ray_job_runs_on_the_cluster(cluster, tmp_path)
                             capture_output=True, text=True, timeout=300, env={**os.environ, **LOOPBACK_ONLY})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "succeeded" in result.stdout.lower()
-    assert "models:/dqn_btc@champion does not exist yet: the first challenger comes from the full sweep" in result.stdout
+    assert ("models:/dqn_btc@champion does not exist yet: the first challenger comes from the full sweep"
+            in result.stdout)
     assert "forward window: 2019-09-17 10:00:00+00:00 .. 2019-10-17 09:00:00+00:00 (720 bars" in result.stdout

@@ -10,18 +10,14 @@ from mlflow.tracking import MlflowClient
 from experiments.run import main
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
 BASELINES = ("buy_and_hold", "flat", "sma_24_96")
 
 
-def run_canary(name: str, out) -> dict[str, float]:
-    """Run conf/<name>.yaml; the metrics of its sweep's parent run."""
-    import ray
-
-    ray.shutdown()
+def run_canary(name: str, out, joined: list[str]) -> dict[str, float]:
+    """Run conf/<name>.yaml on the session's Ray; the metrics of its sweep's parent run."""
     uri = f"sqlite:///{out / 'mlflow.db'}"
     code = main([str(REPO / f"conf/{name}.yaml"), "--no-dashboard", "--output", str(out),
-                 "--set", f"tracking.tracking_uri={uri}"])
+                 "--set", f"tracking.tracking_uri={uri}", *joined])
     assert code == 0
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name(name).experiment_id], "tags.role = 'sweep'")
@@ -29,8 +25,8 @@ def run_canary(name: str, out) -> dict[str, float]:
     return runs[0].data.metrics
 
 
-def test_noise_canary_never_claims_an_edge(tmp_path):
-    metrics = run_canary("canary_noise", tmp_path)
+def test_noise_canary_never_claims_an_edge(tmp_path, joined):
+    metrics = run_canary("canary_noise", tmp_path, joined)
     for seed in ("0", "1", "2"):  # one verdict per random-walk market
         for baseline in BASELINES:
             assert metrics[f"verdict/{seed}/supported/{baseline}"] == 0.0, (seed, baseline)
@@ -38,8 +34,8 @@ def test_noise_canary_never_claims_an_edge(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["canary_planted", "canary_planted_continuous"])  # DQN long/flat; SAC sizing
-def test_planted_canary_finds_the_edge(tmp_path, name):
-    metrics = run_canary(name, tmp_path)
+def test_planted_canary_finds_the_edge(tmp_path, name, joined):
+    metrics = run_canary(name, tmp_path, joined)
     for baseline in ("buy_and_hold", "flat"):
         assert metrics[f"verdict/supported/{baseline}"] == 1.0, baseline
         assert metrics[f"verdict/wins/{baseline}"] == 3.0  # every test fold

@@ -10,11 +10,8 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import pytest
 
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
 
 THRESHOLD = 100.0   # greedy evaluation return (random play: about 20)
 MAX_ITERATIONS = 15  # x 1000 env steps

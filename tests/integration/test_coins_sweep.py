@@ -2,22 +2,16 @@
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 from mlflow.tracking import MlflowClient
 
 from experiments.run import main
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
 
-
-def test_coins_smoke_sweep_has_a_per_coin_table(tmp_path, capsys):
-    import ray
-
-    ray.shutdown()
+def test_coins_smoke_sweep_has_a_per_coin_table(tmp_path, capsys, joined):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = main([str(REPO / "conf/dqn_coins.yaml"), "--smoke-test", "--no-dashboard", "--output", str(tmp_path),
-                 "--set", f"tracking.tracking_uri={uri}"])
+                 "--set", f"tracking.tracking_uri={uri}", *joined])
     assert code == 0
     assert "SYNTHETIC" in capsys.readouterr().out
     client = MlflowClient(uri)

@@ -14,8 +14,6 @@ from experiments import data as data_cli
 from tests.conftest import random_walk_bars
 from tests.servers import TEST_CREDENTIALS, s3_server
 
-pytestmark = pytest.mark.slow  # real servers (moto's S3 on loopback), subprocesses
-
 BUCKET = "market"
 KEY = "raw/TEST-USD_1h.parquet"
 

@@ -6,11 +6,8 @@ for the priorities."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
 
 
 def test_two_ddp_learners_with_uneven_slices_stay_identical_and_feed_priorities(ray_session):

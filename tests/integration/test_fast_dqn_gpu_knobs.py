@@ -9,8 +9,6 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
-
 
 def _train(mixed_precision: str = "none", compile_backend: str | None = None) -> list[float]:
     from experiments.config.load import load_experiment

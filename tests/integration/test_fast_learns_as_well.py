@@ -4,10 +4,14 @@ as stock RLlib DQN with its own prioritized replay, on the same conf, seeds and 
 "As well" is sample efficiency: the greedy evaluation return averaged over every iteration of the
 budget (the area under the learning curve) and over two seeds, which is less noisy than one final
 number. FastDQN must reach at least 90% of stock's on CartPole and on a SYNTHETIC market with a
-planted, learnable signal (conf/canary_planted.yaml, fold 0, validation split), and both must learn
-at all (far above random play / flat). Measured when written (8 envs per runner): CartPole over 12k
-steps, fast 136 vs stock 119 (over the first 8k: 95 vs 81); planted 8k steps, fast 149 vs stock 144. Stock RLlib's replay sampling is not seeded, so its side
-varies between runs; the 10% margin is for that. No wall-clock time is asserted.
+planted, learnable signal (conf/canary_planted.yaml, fold 0, validation split), and both learn
+(far above random play / flat).
+
+Stock RLlib's side is recorded, as tests/integration/test_sac_pendulum.py records RLlib's SAC: it cost three
+quarters of this test's time, and its replay sampling is not seeded, so it is not one number anyway. Recorded
+2026-12-05 with `_area(conf, "rllib", iterations)` three times: CartPole 76.2, 83.1 and 72.7, the planted market
+141.5, 148.7 and 139.9; STOCK_AREA keeps the best of the three, the bar FastDQN must stay near. FastDQN's own
+areas (seeded, the same every run on one CPU) were then 116.2 and 148.8. No wall-clock time is asserted.
 """
 from __future__ import annotations
 
@@ -16,9 +20,8 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
-
 SEEDS = (0, 1)
+STOCK_AREA = {"dqn_cartpole.yaml": 83.1, "canary_planted.yaml": 148.7}  # the best of three recorded runs (above)
 
 
 def _learning_curve(conf: str, implementation: str, seed: int, iterations: int) -> list[float]:
@@ -44,6 +47,7 @@ def _area(conf: str, implementation: str, iterations: int) -> float:
     ("canary_planted.yaml", 4, 60.0),    # x 2000 env steps; flat returns 0, the planted edge ~150
 ])
 def test_fast_dqn_learns_at_least_as_well_as_stock(ray_session, conf, iterations, learned):
-    fast, stock = _area(conf, "fast", iterations), _area(conf, "rllib", iterations)
-    assert stock > learned, f"stock RLlib did not learn {conf}: {stock:.1f}"
+    stock = STOCK_AREA[conf]
+    assert stock > learned, f"the recorded stock RLlib area on {conf} must show learning"
+    fast = _area(conf, "fast", iterations)
     assert fast >= 0.9 * stock, f"{conf}: FastDQN {fast:.1f} vs stock RLlib {stock:.1f} (area under the curve)"

@@ -16,21 +16,13 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments.storage.filesystem import S3_TIMEOUT_S
-from experiments.sweep.faults import MLFLOW_WAITS
 from tests.conftest import REPO
 from tests.servers import LOOPBACK, TEST_CREDENTIALS, MlflowServer, free_port
 
-pytestmark = pytest.mark.slow
-
-# How long a fault may take to end the run, from the waits the run is configured with (a quiet machine's timing
-# would fail on a busy CI machine: load average 6-12 on 2 cores ran these runs several times slower). Each bound
-# is a few calls, each waiting its whole configured time: the test asserts that the run ends on its own, in one line.
-MLFLOW_CALL_S = ((int(MLFLOW_WAITS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]) + 1)
-                 * float(MLFLOW_WAITS["MLFLOW_HTTP_REQUEST_TIMEOUT"]))
-S3_CALL_S = S3_TIMEOUT_S  # one attempt (RLPLATFORM_S3_ATTEMPTS=1 below)
-FAULT_BOUND_S = 4 * max(MLFLOW_CALL_S, S3_CALL_S)  # 192 s with the shipped waits
-# A whole smoke run (Ray's start, training, scoring) on a machine several times busier than a quiet one
+# How long a fault takes to end the run is the waits it is configured with (MLflow's retries and timeouts, one S3
+# attempt below: tests/unit/test_fault_handling.py holds them), not a time these tests measure: they assert that the
+# run ends on its own, in one line. This bound only keeps a hung run from hanging CI: a whole smoke run (Ray's start,
+# training, scoring) on a machine several times busier than a quiet one.
 RUN_BOUND_S = 900
 
 # Long enough (12 iterations of 500 env steps) to pull a server away while the trial trains.
@@ -97,14 +89,11 @@ def test_a_tracking_server_that_dies_ends_the_run_in_one_line_and_resume_closes_
             client = MlflowClient(server.url)
             wait_for(lambda: any(steps_of_every_run(client).values()), RUN_BOUND_S, run, log)
             server.kill()
-            killed = time.monotonic()
             assert run.wait(timeout=RUN_BOUND_S) == 4, log.read_text()[-3000:]
-            took = time.monotonic() - killed
         finally:
             if run.poll() is None:
                 run.kill()
         text = log.read_text()
-        assert took < FAULT_BOUND_S, took
         one_line_fault(text, f"the MLflow tracking server {server.url} stopped answering")
         assert "pending_closures.json" in text  # the parent could not be closed: recorded for the next run
 
@@ -150,9 +139,7 @@ def test_a_storage_outage_ends_the_run_in_one_line_and_leaves_a_resumable_sweep(
             wait_for(lambda: any(len(s) >= 2 for s in steps_of_every_run(client).values()), RUN_BOUND_S, run, log)
             s3.stop()  # the store goes away with its objects kept, as an outage would
             s3 = None
-            down = time.monotonic()
             code = run.wait(timeout=RUN_BOUND_S)
-            took = time.monotonic() - down
         finally:
             if run.poll() is None:
                 run.kill()
@@ -160,7 +147,6 @@ def test_a_storage_outage_ends_the_run_in_one_line_and_leaves_a_resumable_sweep(
         s3.start()
         text = log.read_text()
         assert code == 4, text[-3000:]
-        assert took < FAULT_BOUND_S, took
         one_line_fault(text, f"cannot reach {endpoint}")
         assert "restored from checkpoint_" in text  # the retry, in one line
         runs = client.search_runs([client.get_experiment_by_name("dqn_btc").experiment_id])

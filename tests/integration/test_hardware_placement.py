@@ -24,7 +24,6 @@ from experiments.hardware import ResourcePlan, check_live_cluster, load_preset, 
 ray = pytest.importorskip("ray")
 tune = pytest.importorskip("ray.tune")
 
-pytestmark = pytest.mark.slow
 
 DECLARED_CPUS = 8
 WAIT_FOR_PEERS_S = 20.0
@@ -125,3 +124,16 @@ def test_live_check_rejects_a_plan_larger_than_the_cluster(fake_gpu_ray) -> None
     plan = resolve_plan(load_preset("p4d_24xlarge_ddp"), "1h", num_trials=1)
     with pytest.raises(InputError, match="needs 8 GPU per trial, the Ray cluster has 1 GPUs"):
         check_live_cluster(plan)
+
+
+def test_gpu_preset_on_a_cluster_without_gpus_fails_before_any_trial(tmp_path, capsys, joined):
+    """On the session's Ray, which declares no GPU."""
+    from experiments.run import main
+    from tests.conftest import REPO
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = main([str(REPO / "conf/dqn_btc.yaml"), "--hardware", "p3_8xlarge", "--smoke-test", "--no-dashboard",
+                 "--output", str(tmp_path), "--set", f"tracking.tracking_uri={uri}", *joined])
+    assert code == 2
+    assert "needs 1 GPU per trial, the Ray cluster has 0 GPUs" in capsys.readouterr().err
+    assert not list(tmp_path.glob("dqn_btc/tune/*"))  # no trial was started

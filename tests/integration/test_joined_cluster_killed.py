@@ -12,14 +12,9 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from experiments.plan.cluster import ask_gcs
 from experiments.records.exits import ExitCode
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
-
 
 # The smallest piece of a run that joins a cluster: the address check, the watch with the run's last words, and
 # `start_ray`; then it waits on Ray, as Tune's loop does, where the main thread is stuck in Ray's C++.

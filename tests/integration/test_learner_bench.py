@@ -23,7 +23,7 @@ def test_the_quick_run_writes_a_row_per_algorithm_batch_and_variant(tmp_path):
     assert {(r["algorithm"], r["batch"], r["variant"]) for r in rows} == {
         (a, b, v) for a in ("FastDQN", "FastSAC") for b in (32, 256) for v in ("fp32", "bf16")}
     assert document["peer"] == "(none)" and all(f["peer"] is None for f in document["figures"])
-    for row, figure in zip(rows, document["figures"]):
+    for row, figure in zip(rows, document["figures"], strict=True):
         # Measured (updates/s and transitions/s agree), or skipped with the reason.
         assert (figure["platform"] is not None
                 and row["transitions_per_s"] == pytest.approx(row["batch"] * figure["platform"])

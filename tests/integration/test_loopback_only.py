@@ -18,8 +18,6 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
-
 DRIVER = """
 import argparse, io, sys
 from rich.console import Console

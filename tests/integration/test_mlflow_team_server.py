@@ -30,8 +30,6 @@ import pytest
 from tests.conftest import REPO
 from tests.servers import TEST_CREDENTIALS, S3Server, mlflow_server, s3_server
 
-pytestmark = pytest.mark.slow
-
 BUCKET = "team-mlflow"
 PREFIX = "mlflow"  # --artifacts-destination s3://BUCKET/PREFIX
 EXPERIMENT = "ppo_cartpole"  # the YAML's name

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -19,44 +18,30 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.test_notebook import smoke_store
+from tests.integration.api_smoke import second_sweep
 from tests.servers import mlflow_server as mlflow_server_on
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                       reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, "
-                              "/usr/bin/chromedriver): `scripts/setup.sh test` installs them as root"),
-]
+pytestmark = pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                                reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, "
+                                       "/usr/bin/chromedriver): `scripts/setup.sh test` installs them as root")
 # Without the background-networking flags Chromium keeps dialing Google's hosts, which this closed
 # network refuses; --no-sandbox because tests run as root in CI.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=2560,1000"]
-# The second sweep's hypothesis: the eight basic features plus RSI(14).
-OTHER_FEATURES = "environment.env_config.features=[basic, {ta: RSI, timeperiod: 14}]"
 SEARCHED = "training.n_step"  # conf/dqn_btc.yaml's search space (a smoke test samples one point per sweep)
 VALIDATION = "evaluation/env_runners/episode_return_mean"
 BASELINES = ("buy_and_hold", "flat", "sma_24_96")
 
 
 @pytest.fixture(scope="module")
-def two_sweeps(tmp_path_factory) -> tuple[str, str]:
-    """(tracking URI, experiment name) of a copy of the notebook's smoke store with a second sweep in it (the
-    notebook test reads the original, whose newest sweep must stay its own)."""
-    from experiments.run import main
-
-    uri, name, out = smoke_store(tmp_path_factory)
-    here = tmp_path_factory.mktemp("two_sweeps")
-    shutil.copy(out / "mlflow.db", here / "mlflow.db")
-    copy_uri = f"sqlite:///{here / 'mlflow.db'}"
-    code = main([str(REPO / "conf/dqn_btc.yaml"), "--smoke-test", "--no-dashboard", "--output", str(here),
-                 "--set", f"tracking.tracking_uri={copy_uri}", "--set", f"tracking.experiment_name={name}",
-                 "--set", OTHER_FEATURES])
-    assert code == 0, "the second smoke sweep failed"
-    return copy_uri, name
+def two_sweeps(tmp_path_factory, ray_cluster) -> tuple[str, str]:
+    """(tracking URI, experiment name) of the notebook's smoke store with a second sweep in it (tests/integration/
+    api_smoke.py)."""
+    uri, name, _ = second_sweep(tmp_path_factory, ray_cluster)
+    return uri, name
 
 
 @pytest.fixture(scope="module")

@@ -4,58 +4,11 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
-
-EXPERIMENT = "dqn_btc"  # the API example runs conf/dqn_btc.yaml as it is
-API_NOTEBOOK = REPO / "notebooks/api_quickstart.ipynb"
-
-
-def execute(path: Path, out: Path, environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> object:
-    """The notebook at `path` run top to bottom in a fresh kernel (which inherits `environment`); the executed copy is
-    kept in `out` for a look after a failure."""
-    import nbclient
-    import nbformat
-
-    for key, value in environment.items():
-        monkeypatch.setenv(key, value)
-    notebook = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(notebook, timeout=900, kernel_name="python3",
-                            resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
-    nbformat.write(notebook, out / f"{path.stem}.executed.ipynb")
-    return notebook
-
-
-def smoke_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Path]:
-    """(tracking URI, experiment name, output folder) of the API notebook's smoke sweep, run once per pytest session
-    and shared by the notebook and MLflow UI tests (a marker file says it finished)."""
-    out = tmp_path_factory.getbasetemp() / "api_smoke"
-    uri = f"sqlite:///{out / 'mlflow.db'}"
-    if not (out / "done").exists():
-        import ray
-
-        ray.shutdown()  # another test module may have left a session behind
-        out.mkdir(exist_ok=True)
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            notebook = execute(API_NOTEBOOK, out, {"MLFLOW_TRACKING_URI": uri, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}, monkeypatch)
-        errors = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs
-                  if o.output_type == "error"]
-        assert not errors, "\n".join("\n".join(o.traceback) for o in errors)
-        (out / "outputs.txt").write_text("\n".join(_texts(notebook)))
-        (out / "figures").write_text(str(sum("image/png" in o.get("data", {}) for cell in notebook.cells
-                                             if cell.cell_type == "code" for o in cell.outputs)))
-        (out / "done").write_text("ok\n")
-    return uri, EXPERIMENT, out
-
-
-def _texts(notebook: object) -> list[str]:
-    return [o.get("text", "") + o.get("data", {}).get("text/plain", "") + o.get("data", {}).get("text/html", "")
-            for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+from tests.integration.api_smoke import API_NOTEBOOK, smoke_store
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,12 @@
 """Serving and paper trading the champion of the operations loop (tests/integration/conftest.py): a real
-`mlflow models serve` process on 127.0.0.1, paper trading in process and through it, a replay of the backtest's test
-window to the last digit, and a killed paper trader that resumes without a fill twice or missed."""
+`experiments.serve` process on 127.0.0.1, paper trading in process and through it, a replay of the backtest's test
+window to the last digit, and a killed paper trader that resumes without a fill twice or missed. What the served model
+answers (a decision, a 400 that says why) is the join test's, on the main job's smoke model
+(tests/integration/test_smoke_sweep.py)."""
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -15,94 +16,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import requests
 
 from tests.conftest import REPO
-from tests.servers import stop_group, wait_healthy
-
-pytestmark = pytest.mark.slow
+from tests.servers import served_model
 
 
 @pytest.fixture(scope="module")
 def served(operations_loop):
-    """`python -m experiments.serve models:/...@champion --port 0` started from a plain environment (no venv on
-    PATH): it picks a free port and prints the URL it serves on, which is the one that answers."""
+    """The champion served by `python -m experiments.serve models:/...@champion --port 0`, as a user starts it
+    (tests/servers.py); the served smoke model's answers are tests/integration/test_smoke_sweep.py's."""
     log = operations_loop.root / "serve.log"
-    env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
-           "MLFLOW_TRACKING_URI": operations_loop.tracking_uri}
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "experiments.serve", f"models:/{operations_loop.model}@champion",
-                                 "--port", "0"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        url = printed_url(log, proc)
-        wait_healthy(url, proc, log)
+    with served_model(f"models:/{operations_loop.model}@champion", operations_loop.tracking_uri, log, REPO) as url:
         yield url, log
-    finally:
-        stop_group(proc)
-
-
-def printed_url(log: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
-    """The base URL of the `serving ... on http://HOST:PORT/invocations` line."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.search(r" on (http://127\.0\.0\.1:[1-9][0-9]*)/invocations", log.read_text())
-        if found:
-            return found.group(1)
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    raise TimeoutError(f"serve printed no URL in {timeout} s:\n{log.read_text()[-3000:]}")
-
-
-def body(bars: pd.DataFrame) -> dict:
-    frame = bars.reset_index()
-    frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
-    return {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
 
 
 def equity_history(client, run_id: str) -> list:
     return sorted(client.get_metric_history(run_id, "equity"), key=lambda m: m.step)
 
 
-def test_the_served_champion_answers_bars_with_the_in_process_decision_and_a_400_that_ends_with_why(
-        operations_loop, served):
-    import mlflow
-
-    from envs.trading.data import load_bars
-
-    url, log = served
-    assert "127.0.0.1" in log.read_text() and "warning" not in log.read_text()
-    mlflow.set_tracking_uri(operations_loop.tracking_uri)
-    model = mlflow.pyfunc.load_model(f"models:/{operations_loop.model}@champion")
-    bars = load_bars(operations_loop.data)
-    needed = model.unwrap_python_model().inputs.bars_needed
-    for end in (len(bars), len(bars) - 100, len(bars) - 333):
-        window = bars.iloc[end - needed:end].assign(position=1.0)
-        answer = requests.post(f"{url}/invocations", json=body(window), timeout=30)
-        assert answer.status_code == 200, answer.text
-        served_decision = answer.json()["predictions"][0]
-        local = model.predict(window.reset_index()).iloc[0]
-        assert served_decision["action"] == local["action"] and served_decision["bar_time"] == local["bar_time"]
-    too_few = requests.post(f"{url}/invocations", json=body(bars.iloc[-10:]), timeout=30)
-    assert too_few.status_code == 400
-    assert too_few.json()["message"].endswith(f"the model needs the last {needed} 1h bars (features' look-back 96 + "
-                                              "window 24 - 1); got 10")
-    four_hourly = requests.post(f"{url}/invocations", json=body(bars.iloc[-4 * needed::4]), timeout=30)
-    assert four_hourly.status_code == 400 and "must be consecutive 1h bars" in four_hourly.json()["message"]
-    # The model's logged requirements: pinned CPU packages from PyPI, no torch, no Ray (so no CUDA wheels)
-    requirements = (mlflow.artifacts.download_artifacts(f"models:/{operations_loop.model}@champion")
-                    + "/requirements.txt")
-    with open(requirements) as handle:
-        listed = handle.read().lower()
-    assert "ta-lib==" in listed and "numpy==" in listed and "torch" not in listed and "ray" not in listed
-
-
 def test_paper_replay_of_the_champions_test_window_is_its_backtest_to_the_last_digit(operations_loop):
     client = operations_loop.client
     version = client.get_model_version(operations_loop.model, "1")
     trained_on = client.get_run(version.run_id).data.params["environment.env_config.data_path"]
-    result = operations_loop.module("experiments.paper", f"models:/{operations_loop.model}/1", "--bars", trained_on,
+    result = operations_loop.call("experiments.paper", f"models:/{operations_loop.model}/1", "--bars", trained_on,
                                     "--start", version.tags["test_start"])
     assert result.returncode == 0, result.stdout + result.stderr
     backtest = client.get_run(version.run_id).data.metrics
@@ -142,7 +78,7 @@ def test_killed_paper_trading_resumes_without_a_fill_twice_or_missed_and_agrees_
     time.sleep(0.5)
     os.killpg(follow.pid, signal.SIGKILL)  # mid-stream: no chance to flush anything
     follow.wait(timeout=20)
-    resumed = loop.module("experiments.paper", model, "--bars", growing)
+    resumed = loop.call("experiments.paper", model, "--bars", growing)
     assert resumed.returncode == 0 and "resumed after" in resumed.stdout, resumed.stdout + resumed.stderr
     history = equity_history(client, run.info.run_id)
     steps = [m.step for m in history]
@@ -150,7 +86,7 @@ def test_killed_paper_trading_resumes_without_a_fill_twice_or_missed_and_agrees_
     expected = bars.index[bars.index > pd.Timestamp(client.get_model_version(loop.model, "1").tags["data_end"])]
     assert steps == [int(t.timestamp()) for t in expected]  # none missed
     # The same bars through the served model (HTTP) give the same account, fill for fill
-    through_http = loop.module("experiments.paper", model, "--bars", loop.data, "--serve-url", url)
+    through_http = loop.call("experiments.paper", model, "--bars", loop.data, "--serve-url", url)
     assert through_http.returncode == 0, through_http.stdout + through_http.stderr
     other = client.search_runs([client.get_experiment_by_name(f"{loop.model}-paper").experiment_id],
                                f"tags.bars = '{loop.data}'")[0]
@@ -202,7 +138,7 @@ def test_paper_trading_steps_over_holes_a_file_records_and_refuses_others_before
     model = f"models:/{loop.model}@champion"
     # The last 600 bars, without the drift band (it replays the model's whole test window first)
     window = ["--start", str(holed.index[-600]), "--drift-bars", str(len(holed))]
-    local = loop.module("experiments.paper", model, "--bars", recorded, *window)
+    local = loop.call("experiments.paper", model, "--bars", recorded, *window)
     assert local.returncode == 0, local.stdout + local.stderr
     client = loop.client
     experiment = client.get_experiment_by_name(f"{loop.model}-paper").experiment_id
@@ -211,14 +147,14 @@ def test_paper_trading_steps_over_holes_a_file_records_and_refuses_others_before
     steps = [m.step for m in equity_history(client, run.info.run_id)]
     assert int(holed.index[-480].timestamp()) in steps and int(bars.index[-490].timestamp()) not in steps
     served_copy = save_bars(holed, loop.root / "holed_http.parquet", "BTC-USD", "1h", gaps="drop")
-    through_http = loop.module("experiments.paper", model, "--bars", served_copy, "--serve-url", url, *window)
+    through_http = loop.call("experiments.paper", model, "--bars", served_copy, "--serve-url", url, *window)
     assert through_http.returncode == 0, through_http.stdout + through_http.stderr
     other = client.search_runs([experiment], f"tags.bars = '{served_copy}'")[0]
     assert [m.value for m in equity_history(client, other.info.run_id)] == [
         m.value for m in equity_history(client, run.info.run_id)]
 
     unrecorded = save_bars(holed, loop.root / "unrecorded.parquet", "BTC-USD", "1h")  # gaps: ffill, yet holes
-    refused = loop.module("experiments.paper", model, "--bars", unrecorded, *window)
+    refused = loop.call("experiments.paper", model, "--bars", unrecorded, *window)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
     assert "23 missing bars" in refused.stderr and "--gaps drop" in refused.stderr
     assert not client.search_runs([experiment], f"tags.bars = '{unrecorded}'")
@@ -238,7 +174,7 @@ def test_paper_trading_a_csv_export_is_paper_trading_its_bars(operations_loop):
     export.assign(Symbol="BTCUSD").to_csv(csv, index=False, float_format="%.17g")
     model = f"models:/{loop.model}@champion"
     for path in (parquet, csv):  # the last 300 bars, without the drift band (its replay of the test window)
-        result = loop.module("experiments.paper", model, "--bars", path, "--start", str(bars.index[-300]),
+        result = loop.call("experiments.paper", model, "--bars", path, "--start", str(bars.index[-300]),
                              "--drift-bars", str(len(bars)))
         assert result.returncode == 0, result.stdout + result.stderr
     client = loop.client

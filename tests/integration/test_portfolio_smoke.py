@@ -3,31 +3,25 @@ test, and the 500-coin file's, which runs at 20 coins."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from mlflow.tracking import MlflowClient
 
 from envs.portfolio.baselines import BASELINES, HINDSIGHT
 from experiments.run import main
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
 
-
-def smoke(name: str, out) -> tuple[MlflowClient, list]:
-    """Run conf/<name>.yaml --smoke-test; the client and the experiment's runs."""
-    import ray
-
-    ray.shutdown()
+def smoke(name: str, out, joined: list[str]) -> tuple[MlflowClient, list]:
+    """Run conf/<name>.yaml --smoke-test on the session's Ray; the client and the experiment's runs."""
     uri = f"sqlite:///{out / 'mlflow.db'}"
     code = main([str(REPO / f"conf/{name}.yaml"), "--smoke-test", "--no-dashboard", "--output", str(out),
-                 "--set", f"tracking.tracking_uri={uri}"])
+                 "--set", f"tracking.tracking_uri={uri}", *joined])
     assert code == 0
     client = MlflowClient(uri)
     return client, client.search_runs([client.get_experiment_by_name(name).experiment_id])
 
 
-def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp_path):
-    client, runs = smoke("ppo_portfolio_crypto", tmp_path)
+def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp_path, joined):
+    client, runs = smoke("ppo_portfolio_crypto", tmp_path, joined)
     parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in runs)
@@ -81,10 +75,10 @@ def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp
     assert min(equity) == int(pd.Timestamp(version.tags["test_start"]).timestamp())
 
 
-def test_the_500_coin_files_smoke_test_runs_at_20_coins(tmp_path):
+def test_the_500_coin_files_smoke_test_runs_at_20_coins(tmp_path, joined):
     from envs.portfolio.env import PortfolioEnv
 
-    client, runs = smoke("ppo_portfolio_500", tmp_path)
+    client, runs = smoke("ppo_portfolio_500", tmp_path, joined)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert children and all(r.data.params["environment.env_config.synthetic_assets"] == "20" for r in children)
     assert all(np.isfinite(r.data.metrics["eval/sharpe"]) for r in children)

@@ -23,7 +23,6 @@ from experiments.plan.ray_leftovers import reap_orphans
 
 pytest.importorskip("ray")
 
-pytestmark = pytest.mark.slow
 
 AGENTS = {"ray::DashboardAgent", "ray::RuntimeEnvAgent"}
 DRIVER = """

@@ -3,22 +3,16 @@ market (Bitfinex ETH-USD) and an outside series (the S&P 500, published a day la
 `conf/dqn_btc_research.yaml` ships it, with the smoke budget."""
 from __future__ import annotations
 
-import pytest
 from mlflow.tracking import MlflowClient
 
 from experiments.run import main
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
 
-
-def test_the_research_conf_runs_end_to_end(tmp_path, capsys):
-    import ray
-
-    ray.shutdown()
+def test_the_research_conf_runs_end_to_end(tmp_path, capsys, joined):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = main([str(REPO / "conf/dqn_btc_research.yaml"), "--smoke-test", "--no-dashboard", "--output",
-                 str(tmp_path), "--set", f"tracking.tracking_uri={uri}"])
+                 str(tmp_path), "--set", f"tracking.tracking_uri={uri}", *joined])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     assert "features: 21 columns of 19 feature(s), warm-up 669 bars" in out

@@ -12,8 +12,6 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
-
 
 def command(out: Path, *overrides: str, resume: bool = False, conf: str = "dqn_btc.yaml") -> list[str]:
     args = [sys.executable, "-m", "experiments.run", str(REPO / "conf" / conf), "--smoke-test",

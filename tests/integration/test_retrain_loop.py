@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
 
 
 def one_line_error(result) -> str:

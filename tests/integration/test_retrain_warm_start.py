@@ -12,8 +12,6 @@ import torch
 from tests.conftest import REPO
 from tests.servers import TEST_CREDENTIALS, s3_server
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def s3(monkeypatch):
@@ -35,7 +33,8 @@ def test_trials_start_from_the_champions_weights_from_a_folder_or_s3(operations_
                                secret_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"], region="us-east-1")
     pafs.copy_files(str(checkpoint), "team/runs/dqn_btc/retrain/champion-v1", destination_filesystem=bucket)
     # The learner's saved module state, target network included (RLlib's own checkpoint file)
-    with open(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl", "rb") as f:
+    module_state = checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
+    with open(module_state, "rb") as f:
         expected = {key: torch.as_tensor(value) for key, value in pickle.load(f).items()}
     assert any(key.startswith("_target_") for key in expected)
     for source in (str(checkpoint), f"s3://team/runs/dqn_btc/retrain/champion-v1?endpoint_override={s3.endpoint}"):

@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import pytest
 
 from algos.sac import SPEC, SACTraining
 from algos.spec import BuildInputs, Resources
-
-pytestmark = pytest.mark.slow
 
 ENV = "Pendulum-v1"
 ITERATIONS = 20

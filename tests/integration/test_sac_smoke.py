@@ -14,7 +14,6 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
 MODEL = "sac_btc-smoke"
 
 

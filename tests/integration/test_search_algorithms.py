@@ -1,18 +1,11 @@
 """Optuna TPE and ASHA early stopping wired from YAML, on a real (tiny) Tune sweep."""
 from __future__ import annotations
 
-import pytest
-
 from experiments.run import main
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
 
-
-def test_optuna_with_asha_sweep_runs(tmp_path):
-    import ray
-
-    ray.shutdown()
+def test_optuna_with_asha_sweep_runs(tmp_path, joined):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = main([str(REPO / "conf/dqn_btc.yaml"), "--smoke-test", "--no-dashboard", "--output", str(tmp_path),
                  "--set", f"tracking.tracking_uri={uri}", "--set", "tune.search_alg=optuna",
@@ -20,7 +13,7 @@ def test_optuna_with_asha_sweep_runs(tmp_path):
                  "--set", "tune.search_space={training.lr: {loguniform: [0.0001, 0.001]}}",
                  "--set", "tune.num_samples=3", "--set", "tune.max_concurrent_trials=1",
                  "--set", "tune.scheduler={type: asha, grace_period: 1, reduction_factor: 2}",
-                 "--set", "tune.stop={training_iteration: 2}"])
+                 "--set", "tune.stop={training_iteration: 2}", *joined])
     assert code == 0
     from mlflow.tracking import MlflowClient
 

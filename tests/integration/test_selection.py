@@ -1,19 +1,16 @@
-"""Model selection keeps and scores the best checkpoint, the same file samples the same sweep, and the
-same seed trains the same model.
+"""Model selection keeps and scores the best checkpoint, Tune runs the trials the file's searcher draws (that the
+same file draws the same sweep is tests/unit/test_search_sampling.py's), and the same seed trains the same model.
 
-The first two run real Ray Tune with tiny trainables, so they pin Tune's own behaviour under the run
+The first three run real Ray Tune with tiny trainables, so they pin Tune's own behaviour under the run
 config and searcher that `experiments.sweep.tuner` builds for every experiment; the last trains FastDQN.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from experiments.config.load import load_experiment
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
+from tests.sampling import SEARCHED, sampled, sweep_of
 
 METRIC = "evaluation/env_runners/episode_return_mean"
 # A validation curve that peaks early (iteration 3), as a real sweep's best trial did at iteration 6 of 14.
@@ -94,40 +91,23 @@ def test_tune_cannot_rank_by_a_nested_key(ray_session, tmp_path):
     assert _kept_values(result) == [-1.57, 0.5]
 
 
-def _sampled(tmp_path: Path, name: str, overrides: list[str]) -> list[tuple[float, int]]:
-    """(lr, seed) of every trial of a sweep of conf/dqn_btc.yaml's search space over a trivial trainable."""
-    from ray.tune import TuneConfig, Tuner
+def test_tune_runs_the_trials_the_files_searcher_draws(ray_session, tmp_path):
+    """The sampling itself is tests/unit/test_search_sampling.py's, drawn from the searcher without Ray; here Tune
+    runs the sweep and its trials are those."""
+    from ray.tune import RunConfig, TuneConfig, Tuner
 
-    from experiments.hardware import resolve_plan, select_preset
-    from experiments.sweep.tuner import build_param_space, search_algorithm
+    from experiments.sweep.tuner import search_algorithm
 
-    exp = load_experiment(REPO / "conf/dqn_btc.yaml", [*overrides, "evaluation.protocol=holdout"])
-    preset, _ = select_preset("cpu", {}, None)
-    params = build_param_space(exp, resolve_plan(preset, exp.timeframe, exp.num_trials()))
+    exp, params = sweep_of(SEARCHED)
 
     def report(config: dict) -> dict:
         return {"lr": config["lr"], "seed": config["seed"]}
 
-    from ray.tune import RunConfig
-
     grid = Tuner(report, param_space=params.space,
                  tune_config=TuneConfig(num_samples=exp.tune.num_samples, search_alg=search_algorithm(exp)),
-                 run_config=RunConfig(name=name, storage_path=str(tmp_path), verbose=0)).fit()
-    return sorted((r.metrics["lr"], r.metrics["seed"]) for r in grid)
-
-
-def test_same_file_samples_the_same_sweep(ray_session, tmp_path):
-    overrides = ["tune.num_samples=2", "tune.seeds=[0, 1]",
-                 "tune.search_space={training.lr: {loguniform: [0.0001, 0.001]}}"]
-    first = _sampled(tmp_path, "first", overrides)
-    again = _sampled(tmp_path, "again", overrides)
-    assert first == again and len(first) == 4
-    lrs = {lr for lr, _ in first}
-    assert len(lrs) == 2  # two sampled points ...
-    for lr in lrs:  # ... each repeated on both seeds (constant over the seed grid)
-        assert sorted(seed for value, seed in first if value == lr) == [0, 1]
-    other = _sampled(tmp_path, "other", [*overrides, "tune.search_seed=1"])
-    assert {lr for lr, _ in other} != lrs
+                 run_config=RunConfig(name="sampled", storage_path=str(tmp_path / "tune"), verbose=0)).fit()
+    ran = sorted((r.metrics["lr"], r.metrics["seed"]) for r in grid)
+    assert len(ran) == 4 and ran == sampled(SEARCHED, tmp_path)
 
 
 def test_same_seed_same_training(ray_session):

@@ -1,4 +1,8 @@
-"""The main job end to end on real Ray, RLlib, Tune and MLflow, with a tiny budget."""
+"""The main job end to end on real Ray, RLlib, Tune and MLflow, with a tiny budget, and its model served over HTTP.
+
+A join test of the fast lane (tests/lanes.py): one smoke run of conf/dqn_btc.yaml from the command line, as a user runs
+it, read by every test here, and its registered model served by `python -m experiments.serve` on loopback. A second
+sweep on the same windows, deflated by the trials ledger, is tests/integration/test_trials_ledger.py's."""
 from __future__ import annotations
 
 import math
@@ -16,8 +20,7 @@ from mlflow.tracking import MlflowClient
 from envs.trading.env import SpotTradingEnv
 from experiments.config.load import load_experiment
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
+from tests.servers import bars_request, served_model
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +174,8 @@ def test_the_scored_checkpoint_is_the_best_by_validation(smoke_run):
     best_value = max(value for value, _ in history)
     assert float(parent.data.tags["best_checkpoint_score"]) == best_value
     # Iterations that tie for the best score (e.g. a policy that stayed flat) are all the best.
-    assert int(parent.data.tags["best_checkpoint_iteration"]) in {step for value, step in history if value == best_value}
+    best_steps = {step for value, step in history if value == best_value}
+    assert int(parent.data.tags["best_checkpoint_iteration"]) in best_steps
     # selection_score is tune.metric smoothed as the shipped rule says (tune.checkpoint.select.smooth: the mean of the
     # last 3 iterations' validation returns; the smoke test keeps iterations before exploration ends eligible)
     for run in latest:
@@ -203,50 +207,11 @@ def test_piped_output_shows_progress_and_no_noise(smoke_run):
     assert command.endswith("mlflow") and (REPO / command).is_file()  # runs as printed, venv not activated
 
 
-@pytest.fixture(scope="module")
-def second_run(smoke_run):
-    """The same command again, into the same tracking store: the trials ledger's attempt 2."""
-    _, client, out = smoke_run
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.run", "conf/dqn_btc.yaml", "--smoke-test", "--no-dashboard",
-         "--output", str(out), "--set", f"tracking.tracking_uri={client.tracking_uri}",
-         "--set", "tracking.experiment_name=smoke"],
-        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
-    return result.returncode, result.stdout, result.stderr
-
-
-def test_a_second_invocation_is_attempt_2_deflated_by_the_ledger(smoke_run, second_run):
-    """Every scored configuration is recorded in the tracking store's trials ledger, keyed by the data's content
-    and the test windows; the next verdict on them counts it. The features came from the run's feature store,
-    and which features mattered is logged from validation data."""
-    _, client, out = smoke_run
-    code, stdout, stderr = second_run
-    assert code == 0, stderr[-2000:]
-    first = (out / "stdout.txt").read_text()
-    assert "verdict over attempt 1 on these windows: 1 configuration(s) tried, effective 1.0" in first
-    assert "verdict over attempt 2 on these windows: 2 configuration(s) tried (1 in this run)" in stdout
-    assert "features: 8 columns of 8 feature(s), warm-up 96 bars; read from the feature store" in stdout
-    ledger = client.get_experiment_by_name("trials-ledger")
-    counts = {k.rsplit(".", 1)[1]: v for k, v in ledger.tags.items() if k.startswith("ledger.")}
-    assert counts["attempts"] == "2" and counts["configurations"] == "2" and "BTC-USD 1h" in counts["data"]
-    parents = sorted((r for r in client.search_runs([client.get_experiment_by_name("smoke").experiment_id])
-                      if r.data.tags.get("role") == "sweep"), key=lambda r: r.info.start_time)
-    before, after = (p.data.metrics for p in parents)
-    assert (before["verdict/attempt"], after["verdict/attempt"]) == (1.0, 2.0)
-    assert after["verdict/configurations_tried"] == 2.0
-    assert all(after[f"verdict/dsr/{b}"] <= before[f"verdict/dsr/{b}"] + 1e-12
-               for b in ("buy_and_hold", "flat", "sma_24_96") if f"verdict/dsr/{b}" in before)
-    importance = {a.path for a in client.list_artifacts(parents[1].info.run_id, "importance")}
-    assert {"importance/importance.csv", "importance/importance.png"} <= importance
-    assert "features that mattered (validation return drop when permuted" in stdout
-    assert len(list((out / "features").glob("*.arrow"))) == 1
-
-
 def test_runs_carry_their_data_the_verdict_and_system_metrics(smoke_run):
     """The MLflow UI's comparison surface (docs/mlflow.md): each trial's fold of the bars as dataset inputs (the
     parent holds every fold's), the verdict as sortable metrics and filterable tags on the parent, and the trial's
     own system metrics at every iteration."""
-    _, client, _ = smoke_run
+    _, client, out = smoke_run
     runs = client.search_runs([client.get_experiment_by_name("smoke").experiment_id])
     parent = min((r for r in runs if r.data.tags.get("role") == "sweep"), key=lambda r: r.info.start_time)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
@@ -265,4 +230,48 @@ def test_runs_carry_their_data_the_verdict_and_system_metrics(smoke_run):
     assert {parent.data.tags[f"verdict.{b}"] for b in ("buy_and_hold", "flat", "sma_24_96")} <= {
         "supported", "not_supported"}
     assert parent.data.tags["ledger.attempt"] == "1" and len(parent.data.tags["ledger.key"]) == 16
+    printed = (out / "stdout.txt").read_text()  # the trials ledger's first attempt on these windows
+    assert "verdict over attempt 1 on these windows: 1 configuration(s) tried, effective 1.0" in printed
     assert not any(k.startswith("system/") for k in parent.data.metrics)
+
+
+@pytest.fixture(scope="module")
+def served(smoke_run):
+    """The smoke run's first registered model, served by `python -m experiments.serve ... --port 0`."""
+    _, client, out = smoke_run
+    log = out / "serve.log"
+    with served_model("models:/dqn_btc-smoke/1", client.tracking_uri, log, REPO) as url:
+        yield url, log
+
+
+def test_the_served_model_answers_bars_with_the_in_process_decision_and_a_400_that_ends_with_why(smoke_run, served):
+    import mlflow
+    import requests
+
+    from envs.trading.data import load_bars
+
+    _, client, _ = smoke_run
+    url, log = served
+    assert "127.0.0.1" in log.read_text() and "warning" not in log.read_text()
+    mlflow.set_tracking_uri(client.tracking_uri)
+    model = mlflow.pyfunc.load_model("models:/dqn_btc-smoke/1")
+    bars = load_bars(REPO / "data" / "raw" / "BTC-USD_1h.parquet")
+    needed = model.unwrap_python_model().inputs.bars_needed
+    for end in (len(bars), len(bars) - 100, len(bars) - 333):
+        window = bars.iloc[end - needed:end].assign(position=1.0)
+        answer = requests.post(f"{url}/invocations", json=bars_request(window), timeout=30)
+        assert answer.status_code == 200, answer.text
+        served_decision = answer.json()["predictions"][0]
+        local = model.predict(window.reset_index()).iloc[0]
+        assert served_decision["action"] == local["action"] and served_decision["bar_time"] == local["bar_time"]
+    too_few = requests.post(f"{url}/invocations", json=bars_request(bars.iloc[-10:]), timeout=30)
+    assert too_few.status_code == 400
+    assert too_few.json()["message"].endswith(f"the model needs the last {needed} 1h bars (features' look-back 96 + "
+                                              "window 24 - 1); got 10")
+    four_hourly = requests.post(f"{url}/invocations", json=bars_request(bars.iloc[-4 * needed::4]), timeout=30)
+    assert four_hourly.status_code == 400 and "must be consecutive 1h bars" in four_hourly.json()["message"]
+    # The model's logged requirements: pinned CPU packages from PyPI, no torch, no Ray (so no CUDA wheels)
+    requirements = mlflow.artifacts.download_artifacts("models:/dqn_btc-smoke/1") + "/requirements.txt"
+    with open(requirements) as handle:
+        listed = handle.read().lower()
+    assert "ta-lib==" in listed and "numpy==" in listed and "torch" not in listed and "ray" not in listed

@@ -10,26 +10,24 @@ import pytest
 from experiments.run import main as run
 from experiments.transfer import main as transfer
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
+from tests.servers import joining
 
 DATA = REPO / "data/testprio"
 
 
 @pytest.fixture(scope="module")
-def registered(tmp_path_factory):
-    import ray
-
-    ray.shutdown()  # another test module may have left a session behind
+def registered(tmp_path_factory, ray_cluster):
     out = tmp_path_factory.mktemp("cross_smoke")
     uri = f"sqlite:///{out / 'mlflow.db'}"
-    code = run([
-        str(REPO / "conf/dqn_testprio_cross.yaml"), "--smoke-test", "--no-dashboard", "--output", str(out),
-        "--set", f"tracking.tracking_uri={uri}", "--set", "tracking.experiment_name=cross_smoke",
-        # codec and imaging only: IOF/ROL is the history it never sees (below)
-        "--set", f"environment.env_config.data_paths=[{DATA / 'Commons_codec.csv'}, {DATA / 'Commons_imaging.csv'}]",
-        "--set", "environment.env_config.max_cycles=60", "--set", "evaluation.evaluation_duration=4",
-    ])
+    with joining(ray_cluster) as joined:
+        code = run([
+            str(REPO / "conf/dqn_testprio_cross.yaml"), "--smoke-test", "--no-dashboard", "--output", str(out),
+            "--set", f"tracking.tracking_uri={uri}", "--set", "tracking.experiment_name=cross_smoke",
+            # codec and imaging only: IOF/ROL is the history it never sees (below)
+            "--set",
+            f"environment.env_config.data_paths=[{DATA / 'Commons_codec.csv'}, {DATA / 'Commons_imaging.csv'}]",
+            "--set", "environment.env_config.max_cycles=60", "--set", "evaluation.evaluation_duration=4", *joined,
+        ])
     assert code == 0
     client = mlflow.MlflowClient(uri)
     [model] = client.search_registered_models()
@@ -96,7 +94,6 @@ def test_transfer_refuses_a_file_in_an_unknown_format(registered, tmp_path, caps
     assert transfer([model_uri, str(unknown), "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err
     assert "unrecognized header" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-
 
 
 def test_the_trials_show_each_history_they_read(registered):

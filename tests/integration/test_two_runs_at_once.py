@@ -11,9 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from experiments.plan.local_ray import moved_note
 from tests.conftest import REPO
 
 DRIVER = """
@@ -55,14 +52,6 @@ def wait_for(process: subprocess.Popen, text: str, timeout: float = 120) -> str:
     raise AssertionError(f"no '{text}' in:\n{''.join(lines)}")
 
 
-def test_the_url_says_why_it_is_not_8265():
-    assert moved_note("127.0.0.1:8266", None) == " (8265 is taken, by another run here)"
-    assert moved_note("127.0.0.1:8265", None) == ""
-    assert moved_note("127.0.0.1:9000", 9000) == ""  # asked for with --dashboard-port
-    assert moved_note("", None) == ""  # --no-dashboard
-
-
-@pytest.mark.slow
 def test_a_second_run_starts_beside_the_first_and_a_taken_port_is_refused(tmp_path: Path):
     """The issue's case: the first run has the dashboard on 8265, the second (--no-dashboard) must start anyway
     (Ray checked its dashboard port even without a dashboard)."""

@@ -3,11 +3,7 @@
 same seed, same conf -> the same losses and the same validation return."""
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
 
 
 def _one_iteration(vectorize_mode: str | None):

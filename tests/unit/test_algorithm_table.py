@@ -57,7 +57,8 @@ KNOWN_LEAKS = {
     "experiments/storage/dataset_versions.py": "versions of a bars dataset, for experiments.data update",
     "experiments/storage/dataset_update.py": "appending bars to a bars dataset, for experiments.data update and paper",
     "experiments/plan/numerics.py": "the machine fingerprint computes the trading features a run computes",
-    "experiments/api/retraining.py": "the forward test replays bars: the continuous loop is the trading family's so far",
+    "experiments/api/retraining.py":
+        "the forward test replays bars: the continuous loop is the trading family's so far",
     "experiments/paper.py": "paper trading reads bars and books trades: the trading family's own",
 }
 
@@ -65,7 +66,8 @@ KNOWN_LEAKS = {
 def platform_files() -> list[Path]:
     """experiments/ (the benchmarks and studies, which measure named envs against named peers, aside) and algos/."""
     skipped = ("benchmark", "studies")
-    found = [p for p in (REPO / "experiments").rglob("*.py") if p.relative_to(REPO / "experiments").parts[0] not in skipped]
+    found = [p for p in (REPO / "experiments").rglob("*.py")
+             if p.relative_to(REPO / "experiments").parts[0] not in skipped]
     return sorted([*found, *(REPO / "algos").glob("*.py")])
 
 
@@ -73,7 +75,8 @@ def docstring_lines(source: str) -> set[int]:
     """Line numbers of the module's, classes' and functions' docstrings: prose may name what code must not."""
     lines: set[int] = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(node):
+        documented = isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        if documented and ast.get_docstring(node):
             first = node.body[0]
             lines.update(range(first.lineno, first.end_lineno + 1))
     return lines
@@ -105,7 +108,7 @@ def test_every_algorithm_entry_brings_what_the_platform_needs(name):
     assert isinstance(spec, AlgorithmSpec) and spec.name == name
     assert issubclass(spec.training_section, TrainingBase)
     assert experiment_model(name).model_fields["training"].annotation is spec.training_section
-    assert "training_iteration" in spec.result_keys() and "evaluation/env_runners/episode_return_mean" in spec.result_keys()
+    assert {"training_iteration", "evaluation/env_runners/episode_return_mean"} <= set(spec.result_keys())
     assert all(spec.reports(key) for key in spec.result_keys())
     assert spec.speedup(spec.training_section()) > 0
 
@@ -169,4 +172,5 @@ def test_a_family_sizes_its_own_smoke_runs():
     conf = REPO / "conf" / "dqn_testgen_tomllib.yaml"
     assert load(conf, [], smoke_test=False).environment.env_config["eval_seeds"] == 20
     assert load(conf, [], smoke_test=True).environment.env_config["eval_seeds"] == 5
-    assert load(conf, ["environment.env_config.eval_seeds=3"], smoke_test=True).environment.env_config["eval_seeds"] == 3
+    smoke = load(conf, ["environment.env_config.eval_seeds=3"], smoke_test=True)
+    assert smoke.environment.env_config["eval_seeds"] == 3

@@ -41,10 +41,12 @@ def test_a_smoke_plan_parses_each_override_once_and_builds_each_fold_once():
     plan = api.plan(REPO / "conf/dqn_btc.yaml", user, api.RunOptions(smoke_test=True))
     work = work_counts.since(start)
     exp = plan.checked.exp
-    budget = [*SMOKE_OVERRIDES, *algos.algorithm("dqn").smoke_overrides, *envs.family(exp.environment.env).smoke_overrides]
+    budget = [*SMOKE_OVERRIDES, *algos.algorithm("dqn").smoke_overrides,
+              *envs.family(exp.environment.env).smoke_overrides]
     assert work["override_parses"] == len(user) + len(budget)
     folds = exp.tune.search_space["environment.env_config.fold"]
-    assert work["env_builds"] == len(folds["grid"] if "grid" in folds else folds["choice"]) == len(plan.checked.examples)
+    searched = folds["grid"] if "grid" in folds else folds["choice"]
+    assert work["env_builds"] == len(searched) == len(plan.checked.examples)
     assert exp.training.lr == 0.0003
     observations, action_space = next(iter(plan.checked.examples.values()))
     assert observations.shape[0] == 4 and "Discrete" in action_space

@@ -95,18 +95,6 @@ def test_missing_peer_is_skipped_with_install_hint(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "env.json").exists()
 
 
-def test_cli_benchmark_times_a_dry_run(tmp_path):
-    """The target row is a dry run with an empty feature cache (a fresh storage root); the second, the same again; the
-    third, a refused file (exit 2, or the benchmark fails)."""
-    assert main(["cli", "--quick", "--output", str(tmp_path)]) == 0
-    document = json.loads((tmp_path / "cli.json").read_text())
-    cold, warm, refused = document["figures"]
-    assert cold["platform"] > 0 and cold["target"] == "<= 3 s" and "empty feature cache" in cold["what"]
-    assert warm["platform"] > 0 and warm["target"] is None and "warm" in warm["what"]
-    assert "--storage <fresh folder>" in document["details"]["command"]
-    assert refused["platform"] > 0 and refused["what"].startswith("same, a refused file")
-
-
 @pytest.mark.skipif(not HAS_FINRL, reason='finrl is not installed: pip install -e ".[bench]"')
 def test_portfolio_env_benchmark_tiny_budget_writes_json_and_leaves_no_peer_plots(tmp_path, monkeypatch):
     """Both envs walk the same days at both (quick) sizes; FinRL's plots and CSVs stay in the temporary folder."""

@@ -1,8 +1,8 @@
 """A joined Ray cluster that goes away mid-run ends the run in one line with exit 4 (docs/faults.md), instead of
 Ray's driver retrying its GCS for 60 s and dying with exit 1 (or `ray.init` retrying a half-dead port for good).
 
-The watch is tested here with a fake GCS request; tests/integration/test_joined_cluster_killed.py joins a real `ray start`
-cluster from a subprocess and kills it."""
+The watch is tested here with a fake GCS request; tests/integration/test_joined_cluster_killed.py joins a real
+`ray start` cluster from a subprocess and kills it."""
 from __future__ import annotations
 
 import threading

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -119,24 +118,19 @@ def test_search_space_forms_become_tune_domains():
         check_search_space({"x": {"loguniform": [0, 1]}})
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.run", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
-
-
 @pytest.mark.parametrize("conf", CONFS, ids=[c.name for c in CONFS])
-def test_every_shipped_conf_dry_runs(conf, tmp_path):
-    """From a fresh clone and from any folder: shipped confs read only bundled data, found from the conf."""
+def test_every_shipped_conf_dry_runs(conf, tmp_path, monkeypatch, capsys):
+    """From a fresh clone and from any folder: shipped confs read only bundled data, found from the conf. Every file
+    in this one process (`experiments.run.main`, as `python -m experiments.run` calls it), each from its own folder
+    outside the repository, where its dry run stores the features it computed."""
+    from experiments.run import main
+
     assert "../shared" not in conf.read_text()
-    result = subprocess.run([sys.executable, "-m", "experiments.run", str(conf), "--dry-run"], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert result.returncode == 0, result.stderr
-    assert "hardware preset" in result.stdout and "resolved experiment" in result.stdout
+    monkeypatch.chdir(tmp_path)
+    code = main([str(conf), "--dry-run"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "hardware preset" in out and "resolved experiment" in out
 
 
 def test_every_shipped_conf_starts_with_its_command():
@@ -181,10 +175,23 @@ def test_the_readme_measures_every_shipped_conf():
         (["conf/dqn_btc.yaml", "--hardware", "rtx_4090ti"], "rtx_4090"),
     ],
 )
-def test_cli_errors_exit_2_with_one_clear_message(args, fragment):
-    result = run_cli(*args, "--dry-run")
+def test_cli_errors_exit_2_with_one_clear_message(args, fragment, capsys, monkeypatch):
+    """In this process, through `main` as `python -m experiments.run` calls it; the process's own exit code and
+    stderr are the next test's."""
+    from experiments.run import main
+
+    monkeypatch.chdir(REPO)
+    code = main([*args, "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert fragment in err and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_a_refused_file_exits_2_from_the_command_line_with_one_line():
+    result = subprocess.run([sys.executable, "-m", "experiments.run", "conf/nope.yaml", "--dry-run"],
+                            capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 2
-    assert fragment in result.stderr and "Traceback" not in result.stderr
+    assert "not found" in result.stderr and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_set_algorithm_starts_training_afresh_and_names_the_ready_made_conf():
@@ -195,10 +202,12 @@ def test_set_algorithm_starts_training_afresh_and_names_the_ready_made_conf():
     assert exp.algorithm == "ppo" and exp.training.lr == 1e-4
     assert "training.n_step" not in exp.tune.search_space
     notes = " | ".join(exp.notes)
-    assert "algorithm dqn -> ppo: training, its searches and warm-start settings (training.n_step, retrain.incremental.settings.training.epsilon) start from ppo's defaults" in notes
+    assert ("algorithm dqn -> ppo: training, its searches and warm-start settings (training.n_step, "
+            "retrain.incremental.settings.training.epsilon) start from ppo's defaults") in notes
     assert "env_runners.rollout_fragment_length: 4 comes from" in notes  # DQN's small fragments, kept: said
     assert "conf/ppo_btc.yaml" in notes
-    quiet = load_experiment(REPO / "conf" / "dqn_btc.yaml", ["algorithm=ppo", "env_runners.rollout_fragment_length=auto"])
+    quiet = load_experiment(REPO / "conf" / "dqn_btc.yaml",
+                            ["algorithm=ppo", "env_runners.rollout_fragment_length=auto"])
     assert not any("rollout_fragment_length" in note for note in quiet.notes)
     assert load_experiment(REPO / "conf" / "dqn_btc.yaml", ["algorithm=dqn"]).notes == []
 

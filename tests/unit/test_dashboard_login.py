@@ -33,3 +33,12 @@ def test_no_hint_when_authentication_is_off():
     text = dashboard_lines(RAY_AUTH_MODE="disabled")
     assert "Ray dashboard: http://127.0.0.1:8265" in text
     assert "get-auth-token" not in text
+
+
+def test_the_url_says_why_it_is_not_8265():
+    from experiments.plan.local_ray import moved_note
+
+    assert moved_note("127.0.0.1:8266", None) == " (8265 is taken, by another run here)"
+    assert moved_note("127.0.0.1:8265", None) == ""
+    assert moved_note("127.0.0.1:9000", 9000) == ""  # asked for with --dashboard-port
+    assert moved_note("", None) == ""  # --no-dashboard

@@ -38,7 +38,8 @@ def weekday_bars(years: float = 3.0, holidays_per_year: int = 9, seed: int = 0) 
 
 
 def csv_of(bars: pd.DataFrame, path: Path) -> Path:
-    rows = [f"{t:%Y-%m-%d},{o},{h},{lo},{c},{v}" for t, (o, h, lo, c, v) in zip(bars.index, bars.to_numpy())]
+    rows = [f"{t:%Y-%m-%d},{o},{h},{lo},{c},{v}"
+            for t, (o, h, lo, c, v) in zip(bars.index, bars.to_numpy(), strict=True)]
     path.write_text("date,open,high,low,close,volume\n" + "\n".join(rows) + "\n")
     return path
 

@@ -33,7 +33,7 @@ def bars_csv(tmp_path: Path, n: int = 400, drop: slice | None = None, name: str 
     bars = random_walk_bars(n)
     if drop is not None:
         bars = bars.drop(index=bars.index[drop])
-    rows = [f"{fmt(t)},{o},{h},{lo},{c},{v}" for t, (o, h, lo, c, v) in zip(bars.index, bars.to_numpy())]
+    rows = [f"{fmt(t)},{o},{h},{lo},{c},{v}" for t, (o, h, lo, c, v) in zip(bars.index, bars.to_numpy(), strict=True)]
     path = tmp_path / name
     path.write_text(HEADER + "\n".join(rows) + "\n")
     return path
@@ -80,7 +80,7 @@ def test_no_volume_column_is_refused_unless_asked_for(tmp_path):
     bars = random_walk_bars(50)
     path = tmp_path / "novol.csv"
     path.write_text("time,open,high,low,close\n" + "\n".join(
-        f"{t.isoformat()},{o},{h},{lo},{c}" for t, (o, h, lo, c, _) in zip(bars.index, bars.to_numpy())))
+        f"{t.isoformat()},{o},{h},{lo},{c}" for t, (o, h, lo, c, _) in zip(bars.index, bars.to_numpy(), strict=True)))
     out = tmp_path / "NOVOL-USD_1h.parquet"
     assert_one_line_error(cli("import", path, "--symbol", "NOVOL-USD", "--timeframe", "1h", "--out", out),
                           "no volume column", "--no-volume")

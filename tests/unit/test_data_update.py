@@ -83,7 +83,8 @@ def test_nothing_new_writes_nothing(dataset, tmp_path, capsys):
     assert update(dataset, "--from", source) == 0
     captured = capsys.readouterr()
     assert captured.out.strip().splitlines() == [
-        f"{dataset}: nothing to append: the 50 bars of {source} are already stored, identical; it ends 2021-01-09 07:00"]
+        f"{dataset}: nothing to append: the 50 bars of {source} are already stored, identical; "
+        "it ends 2021-01-09 07:00"]
     assert snapshot(dataset.parent) == before
 
 
@@ -190,7 +191,8 @@ class BarsExchange:
 
     def __init__(self, bars: pd.DataFrame):
         self.markets: dict = {}
-        self.rows = [[int(t.value // 1_000_000), *row] for t, row in zip(bars.index, bars.to_numpy().tolist())]
+        self.rows = [[int(t.value // 1_000_000), *row]
+                     for t, row in zip(bars.index, bars.to_numpy().tolist(), strict=True)]
         self.sinces: list[int] = []
 
     def load_markets(self) -> dict:

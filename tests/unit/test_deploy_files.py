@@ -110,9 +110,11 @@ def test_both_families_have_a_cluster_file():
 @pytest.mark.parametrize("path", CLUSTER_FILES, ids=lambda p: p.name)
 def test_cluster_yaml_passes_rays_schema_and_config_checks(path):
     config = read_yaml(path)
-    ray_validator().validate(config)
-    validate_config(config)
-    validate_config(prepare_config(copy.deepcopy(config)))  # merged with Ray's AWS defaults, as `ray up` does
+    assert [error.message for error in ray_validator().iter_errors(config)] == []
+    assert validate_config(config) is None  # Ray's own checks raise on what they refuse
+    prepared = prepare_config(copy.deepcopy(config))  # merged with Ray's AWS defaults, as `ray up` does
+    assert validate_config(prepared) is None
+    assert prepared["head_node_type"] in prepared["available_node_types"]
 
 
 @pytest.mark.parametrize("break_it", [
@@ -404,7 +406,7 @@ def parse_cron(schedule: str) -> list[set[int]]:
     words = schedule.split()
     if len(words) != 5:
         raise ValueError(f"{schedule!r}: {len(words)} fields, not 5")
-    return [cron_field(word, *field) for word, field in zip(words, CRON_FIELDS)]
+    return [cron_field(word, *field) for word, field in zip(words, CRON_FIELDS, strict=True)]
 
 
 def cron_firings(schedule: str, days: int = 4 * 366):
@@ -480,7 +482,10 @@ def test_retrain_entrypoint_parses_with_the_retrain_cli():
     from experiments.retrain import parse_args  # a rename fails here, as a flag the parser does not know does
 
     words = shlex.split(retrain_rayjob()["spec"]["entrypoint"])
-    parse_args(words[3:])
+    assert words[:3] == ["python", "-m", "experiments.retrain"]
+    args = parse_args(words[3:])
+    assert str(args.conf) == "conf/dqn_btc.yaml" and args.address == "auto" and args.hardware == "g5_xlarge"
+    assert args.storage.startswith("s3://") and args.overrides[0].startswith("environment.env_config.data_path=s3://")
 
 
 def test_retrain_rayjob_is_rayjob_yamls_cluster_under_a_new_name_each_run():

@@ -1,4 +1,5 @@
-"""algos.fast_replay: the flat uniform and prioritized replay behind FastDQN, and algos.sum_tree (numpy only, no Ray)."""
+"""algos.fast_replay: the flat uniform and prioritized replay behind FastDQN, and algos.sum_tree (numpy only, no
+Ray)."""
 from __future__ import annotations
 
 import numpy as np

@@ -85,7 +85,7 @@ def test_losses_and_gradients_equal_rllibs(twin_q):
     # Learner._params: every optimizer's parameters, alpha's included, in registration order on both sides.
     stock_refs, fast_params = list(stock._params), list(fast._params.values())
     assert len(stock_refs) == len(fast_params) and len(stock_grads) == len(stock_refs)
-    for ref, param in zip(stock_refs, fast_params):
+    for ref, param in zip(stock_refs, fast_params, strict=True):
         assert param.shape == stock._params[ref].shape
         torch.testing.assert_close(param.grad, stock_grads[ref], rtol=1e-5, atol=1e-6)
 

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -28,7 +29,7 @@ def storage(tmp_path):
 
 def chained(*errors: BaseException) -> BaseException:
     """errors[0] raised while handling errors[1], ... (what a full disk looks like from the top)."""
-    for outer, inner in zip(errors, errors[1:]):
+    for outer, inner in pairwise(errors):
         outer.__context__ = inner
     return errors[0]
 
@@ -57,6 +58,10 @@ def test_an_unreachable_s3_endpoint_is_named_from_pyarrows_own_error(tmp_path):
     storage = resolve_storage(f"s3://team/runs?endpoint_override={endpoint}", None, tmp_path, "f.yaml",
                               {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
     fs = S3Location("team", "runs", {"endpoint_override": endpoint}).filesystem(check=True)
+    # The check is one attempt with short timeouts, so an unreachable store is refused within seconds by
+    # configuration (the refusal's own test, tests/integration/test_storage_and_cluster_errors.py, times nothing).
+    settings = fs.__reduce__()[1][0]
+    assert (settings["connect_timeout"], settings["request_timeout"]) == (3.0, 10.0)
     with pytest.raises(OSError) as raised:
         fs.get_file_info("team/runs/x")
     assert what_failed(raised.value, "sqlite:///x.db", storage, tmp_path) == (

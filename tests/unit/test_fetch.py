@@ -40,7 +40,7 @@ class FakeExchange:
         rng = np.random.default_rng(0)
         close = 20.0 * np.exp(np.cumsum(rng.normal(0, 0.01, len(stamps))))
         self.rows = [[int(t.value // 1_000_000), c * 0.999, c * 1.01, c * 0.99, c, 5.0]
-                     for i, (t, c) in enumerate(zip(stamps, close)) if i not in set(missing_hours)]
+                     for i, (t, c) in enumerate(zip(stamps, close, strict=True)) if i not in set(missing_hours)]
 
     def load_markets(self):
         self.markets = {f"{base}/{quote}": {"active": True} for base in ("SOL", "BTC") for quote in self._quotes}
@@ -78,7 +78,7 @@ def test_pagination_covers_the_period_and_drops_the_forming_bar():
     assert bars.index.is_unique and (bars.index[1:] - bars.index[:-1] == pd.Timedelta(hours=1)).all()
     # Each page starts right after the previous page's last bar.
     sinces = [since for _, since, _ in exchange.calls]
-    assert all(b - a == 300 * HOUR_MS for a, b in zip(sinces, sinces[1:3]))
+    assert all(b - a == 300 * HOUR_MS for a, b in zip(sinces, sinces[1:3], strict=False))
 
 
 def test_default_history_is_max_bars_before_now():

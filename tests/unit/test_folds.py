@@ -40,7 +40,7 @@ def test_walk_forward_agrees_with_purgedcv():
     times = pd.Series(pd.date_range("2024-01-01", periods=n, freq="h"))
     theirs = list(WalkForwardSplit(n_splits=3, test_size=300, prediction_times=times, evaluation_times=times)
                   .split(np.zeros((n, 1))))
-    for fold, (train_index, test_index) in zip(ours, theirs):
+    for fold, (train_index, test_index) in zip(ours, theirs, strict=True):
         assert fold.test == (test_index[0], test_index[-1] + 1)
         assert (fold.train[0], fold.test[0]) == (train_index[0], train_index[-1] + 1)
 
@@ -158,7 +158,7 @@ def test_decision_interval_holds_the_position(market_file):
         rows.append(info["row"])
         if truncated:
             break
-    assert all(b - a == 6 for a, b in zip(rows[:-2], rows[1:-1])) and 0 < rows[-1] - rows[-2] <= 6
+    assert all(b - a == 6 for a, b in zip(rows[:-2], rows[1:-1], strict=True)) and 0 < rows[-1] - rows[-2] <= 6
     assert info["trades"] <= len(rows) - 1
 
 
@@ -182,4 +182,5 @@ def test_backtest_replays_the_env_walk(market_file, interval):
     equity = report.series["agent"].to_numpy()
     for row, value in marks.items():
         assert equity[row - lo] == pytest.approx(value, rel=1e-12)
-    assert len(agent_targets(policy, SpotTradingEnv({**config, "split": "test", "episode_length": None}))) == len(equity)
+    test_env = SpotTradingEnv({**config, "split": "test", "episode_length": None})
+    assert len(agent_targets(policy, test_env)) == len(equity)

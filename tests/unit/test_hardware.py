@@ -233,7 +233,11 @@ def test_check_cluster_rejects_too_few_cpus() -> None:
 
 
 def test_fractional_gpu_fits_a_single_gpu_cluster() -> None:
-    check_cluster(resolve_plan(load_preset("a100_80gb"), None, 3), {"CPU": 8.0, "GPU": 1.0})
+    plan = resolve_plan(load_preset("a100_80gb"), None, 3)
+    assert plan.gpus_per_trial == pytest.approx(1 / 3, abs=1e-3) and plan.max_concurrent_trials == 3  # 3 per GPU
+    assert check_cluster(plan, {"CPU": 8.0, "GPU": 1.0}) is None  # accepted: one trial needs a third of one GPU
+    with pytest.raises(InputError, match="GPU"):
+        check_cluster(plan, {"CPU": 8.0, "GPU": 0.0})  # the same plan on no GPU is refused
 
 
 # ---- detection and selection ----------------------------------------------------------------------

@@ -24,7 +24,7 @@ FIELDS = ("open", "high", "low", "close", "volume")
 def _bitfinex_csv(tmp_path: Path, bars: pd.DataFrame, fmt: str, columns: str = BITFINEX_HEADER) -> Path:
     """CryptoDataDownload's layout: a URL line, the header, then rows newest first; VolumeTo = close * VolumeFrom."""
     rows = [f"{t.strftime(fmt)},BTCUSD,{o},{h},{lo},{c},{v},{v * c}"
-            for t, (o, h, lo, c, v) in zip(bars.index[::-1], bars.to_numpy()[::-1])]
+            for t, (o, h, lo, c, v) in zip(bars.index[::-1], bars.to_numpy()[::-1], strict=True)]
     if "VolumeFrom" not in columns:  # the same rows without the VolumeFrom cell
         rows = [",".join(row.split(",")[:6] + row.split(",")[7:]) for row in rows]
     path = tmp_path / "Bitfinex_BTCUSD_1h.csv"

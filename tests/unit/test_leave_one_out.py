@@ -55,7 +55,7 @@ def test_the_paired_test_is_wilcoxon_over_the_failing_cycles_of_every_held_out_h
     rows = []
     agent = [0.9, 0.8, 0.7, 0.95, 0.6]
     heuristic = [0.5, 0.6, 0.72, 0.5, 0.55]
-    for k, (a, h) in enumerate(zip(agent, heuristic)):
+    for k, (a, h) in enumerate(zip(agent, heuristic, strict=True)):
         history = "a" if k < 3 else "b"
         rows += [{"held_out": history, "cycle": k, "strategy": "agent (zero-shot)", "tests": 8, "apfdc": a},
                  {"held_out": history, "cycle": k, "strategy": "recent_failures", "tests": 8, "apfdc": h}]
@@ -65,7 +65,7 @@ def test_the_paired_test_is_wilcoxon_over_the_failing_cycles_of_every_held_out_h
     rows += [{"held_out": "b", "cycle": 10, "strategy": s, "tests": 3, "apfdc": v}
              for s, v in (("agent (zero-shot)", 0.0), ("recent_failures", 1.0))]
     tests = paired_tests(pd.DataFrame(rows)).set_index("strategy")
-    differences = [a - h for a, h in zip(agent, heuristic)]
+    differences = [a - h for a, h in zip(agent, heuristic, strict=True)]
     assert tests.loc["agent (zero-shot)", "failing_cycles"] == 5
     assert tests.loc["agent (zero-shot)", "mean_apfdc_minus_heuristic"] == pytest.approx(sum(differences) / 5)
     assert tests.loc["agent (zero-shot)", "wilcoxon_p"] == pytest.approx(wilcoxon(differences).pvalue)

@@ -199,7 +199,7 @@ def test_env_batched_env_and_backtest_agree_on_random_gap_markets(interval):
         steps = -(-len(market.closes) // interval) + 1
         actions = rng.choice(3, size=(3, steps), p=[0.6, 0.2, 0.2])  # mostly short
         batched = _batched(market, config, actions)
-        for sequence, (batched_called, batched_equity, batched_row) in zip(actions, batched):
+        for sequence, (batched_called, batched_equity, batched_row) in zip(actions, batched, strict=True):
             (called, equity, row), (replay_called, replay_equity) = _single_and_backtest(market, config, sequence)
             where = f"case {case}, actions {sequence.tolist()}"
             assert called == batched_called == replay_called, where

@@ -16,10 +16,10 @@ def sell_pay_buy(held: list[float], target: list[float], rate: float) -> float:
     the guess, which finds the wealth whatever equation the book iterates."""
     def cash_left_over(wealth: float) -> float:
         cash = held[0]
-        for have, want in zip(held[1:], target[1:]):
+        for have, want in zip(held[1:], target[1:], strict=True):
             if have > want * wealth:
                 cash += (have - want * wealth) * (1.0 - rate)
-        for have, want in zip(held[1:], target[1:]):
+        for have, want in zip(held[1:], target[1:], strict=True):
             if have < want * wealth:
                 cash -= (want * wealth - have) * (1.0 + rate)
         return cash - target[0] * wealth
@@ -48,7 +48,7 @@ def random_weights(rng: random.Random, n: int, short: bool) -> list[float]:
 def test_the_remainder_factor_is_what_selling_paying_and_buying_leaves_on_1000_random_pairs(short: bool) -> None:
     rng = random.Random(7)
     worst = 0.0
-    for case in range(1000):
+    for _ in range(1000):
         n = rng.randint(1, 12)
         held, target = random_weights(rng, n, short), random_weights(rng, n, short)
         rate = rng.choice([0.0005, 0.001, 0.0025, 0.01, 0.05])

@@ -77,10 +77,12 @@ def test_the_bundled_coins_make_a_universe_with_one_row_per_asset() -> None:
 
 
 def test_an_asset_gets_no_weight_before_it_lists_and_is_sold_when_its_bars_end(coming_and_going: list[str]) -> None:
-    env = PortfolioEnv({**CONFIG, "data_paths": coming_and_going, "split": "train", "split_fractions": [0.9, 0.05, 0.05]})
+    env = PortfolioEnv({**CONFIG, "data_paths": coming_and_going, "split": "train",
+                        "split_fractions": [0.9, 0.05, 0.05]})
     universe = env.market.universe
     first_b = int(universe.first_rows[1])
-    assert first_b == 300 and int(universe.last_rows[2]) == 1599 and int(universe.last_rows[0]) == len(universe.timestamps)
+    assert first_b == 300 and int(universe.last_rows[2]) == 1599
+    assert int(universe.last_rows[0]) == len(universe.timestamps)
     _, targets = walk(env)
     lo = env.market.bounds["train"][0]
     decided = ~np.isnan(targets[:, 0])
@@ -163,7 +165,8 @@ def test_bad_universes_are_refused_in_one_line_naming_the_fix(tmp_path: Path) ->
     assert "high, low" in refusal({"table_path": str(table), "timeframe": "1d", "features": [{"ta": "ATR"}]})
     assert "reads volume" in refusal({"table_path": str(table), "timeframe": "1d", "features": ["volume_z"]})
     assert "weekdays" in refusal({"table_path": str(table), "timeframe": "1d", "calendar": "weekdays"})
-    assert "fewer than" in refusal({"data_paths": [hourly, write(tmp_path, "DDD-USD", random_bars("2021-01-01", 500, 4))],
+    short = write(tmp_path, "DDD-USD", random_bars("2021-01-01", 500, 4))
+    assert "fewer than" in refusal({"data_paths": [hourly, short],
                                     "protocol": {"type": "walk_forward", "folds": 4, "test_size": 200,
                                                  "validation_size": 100}})
 

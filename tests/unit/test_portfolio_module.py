@@ -1,7 +1,6 @@
 """algos/portfolio_module.py: a policy whose weights are shared across the assets of a universe (EIIE), chosen by
-`training.model`. Its parameters do not depend on N, its numpy export runs a model built for one N on another and
-equals the torch forward pass, PPO with it learns to overweight the one asset that always rises in a toy universe
-with the portfolio env's spaces, and the flat comparison model and SAC train through RLlib's stock learners."""
+`training.model`. Its parameters do not depend on N, and its numpy export runs a model built for one N on another and
+equals the torch forward pass. That it trains and learns: tests/integration/test_portfolio_training.py."""
 from __future__ import annotations
 
 import json
@@ -18,70 +17,11 @@ from algos.ppo import SPEC as PPO_SPEC
 from algos.ppo import PPOTraining
 from algos.sac import SPEC as SAC_SPEC
 from algos.sac import SACTraining
-from algos.spec import BuildInputs, Resources
 from envs.errors import InputError
-from envs.portfolio.weights import scores_to_weights
 from envs.validation import describe_validation_error
+from tests.toy_universe import ASSETS, FEATURES, ROW, WINDOW
 
-ASSETS, WINDOW, FEATURES = 4, 2, 3
-ROW = WINDOW * FEATURES + 2  # the window's features, the weight, the tradable flag
-PLANTED = 2  # the asset that always rises
-FLAKY = 3  # the asset that cannot trade on some steps
-KAPPA = 3.0
-STEPS = 16
-ENV_ID = "PlantedUniverse-v0"
 MODEL_CONFIG = {"fcnet_activation": "tanh"}
-
-
-class PlantedUniverse(gym.Env):
-    """The portfolio env's spaces on a toy market: each bar, every asset's log return is N(0, 0.03) except the
-    planted asset's, 0.03 (+- 0.005): it always rises, and its features (its returns, scaled) say so. The reward is the
-    log growth of the long-only softmax portfolio of the action's scores over the next bar's price relatives."""
-
-    def __init__(self, assets: int = ASSETS) -> None:
-        self.assets = assets
-        self.observation_space = gym.spaces.Box(-10, 10, (assets, ROW), np.float32)
-        self.action_space = gym.spaces.Box(-1, 1, (assets + 1,), np.float32)
-
-    def _returns(self) -> np.ndarray:
-        returns = self.np_random.normal(0.0, 0.03, self.assets)
-        returns[PLANTED] = 0.03 + self.np_random.normal(0.0, 0.005)
-        return returns
-
-    def _features(self, returns: np.ndarray) -> np.ndarray:
-        return np.stack([returns * 30, np.abs(returns) * 30, self.np_random.normal(0, 1, self.assets)], axis=1)
-
-    def _draw_tradable(self) -> None:
-        self.tradable = np.ones(self.assets, bool)
-        self.tradable[FLAKY] = self.np_random.random() > 0.3
-
-    def _obs(self) -> np.ndarray:
-        obs = np.zeros((self.assets, ROW), np.float32)
-        obs[:, :WINDOW * FEATURES] = np.concatenate(self.window, axis=1)
-        obs[~self.tradable, :WINDOW * FEATURES] = 0.0
-        obs[:, -2], obs[:, -1] = self.weights[1:], self.tradable
-        return np.clip(obs, -10, 10)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        self.t, self.weights = 0, np.eye(self.assets + 1)[0]
-        self.window = [self._features(self._returns()) for _ in range(WINDOW)]
-        self._draw_tradable()
-        return self._obs(), {}
-
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        weights = scores_to_weights(action, self.tradable, "long_only", KAPPA)
-        returns = self._returns()
-        relatives = np.concatenate([[1.0], np.exp(returns)])
-        growth = float(weights @ relatives)
-        self.weights = weights * relatives / growth
-        self.window = self.window[1:] + [self._features(returns)]
-        self._draw_tradable()
-        self.t += 1
-        return self._obs(), float(np.log(growth)), False, self.t >= STEPS, {}
-
-
-gym.register(ENV_ID, entry_point=PlantedUniverse)
 
 
 def _observations(rows: int, assets: int, seed: int = 0) -> np.ndarray:
@@ -236,98 +176,3 @@ def test_a_searched_model_is_refused():
     with pytest.raises(InputError, match="training.model cannot be searched"):
         pop_model_config({"model": "__search__:training.model", "model_hiddens": None})
     assert pop_model_config({"model": "default", "model_hiddens": None}) is None
-
-
-def _inputs(training: dict, rl_module: dict | None = None) -> BuildInputs:
-    """What the platform hands a builder for one trial on the toy universe (one local env runner, local learner)."""
-    sections = {
-        "environment": {"env": ENV_ID, "env_config": {}},
-        "env_runners": {"rollout_fragment_length": "auto" if "minibatch_size" in training else 4},
-        "learners": {},
-        "training": training,
-        "rl_module": rl_module or {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "head_fcnet_hiddens": []},
-        "evaluation": {"evaluation_interval": None, "evaluation_duration": 1, "evaluation_duration_unit": "episodes",
-                       "env_config": {}},
-        "reporting": {"min_sample_timesteps_per_iteration": None, "min_time_s_per_iteration": None},
-    }
-    resources = Resources(num_env_runners=0, num_envs_per_env_runner=1, num_cpus_per_env_runner=1, num_learners=0,
-                          num_gpus_per_learner=0)
-    return BuildInputs(env_id=ENV_ID, sections=sections, resources=resources,
-                       metric="env_runners/episode_return_mean", mode="max", seed=0)
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    """A small local Ray (one CPU, no dashboard) for this module's training tests, one torch thread."""
-    import ray
-
-    torch.set_num_threads(1)
-    ray.shutdown()
-    ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def _ppo(model: str) -> dict:
-    return PPOTraining(model=model, lr=3e-3, gamma=0.9, lambda_=0.9, train_batch_size_per_learner=256,
-                       minibatch_size=64, num_epochs=4, use_kl_loss=False).model_dump()
-
-
-def _greedy_weights(algo, spec, observations: np.ndarray) -> np.ndarray:
-    """The mean greedy weights (cash first) the scorer would hold on `observations`: the numpy policy's scores
-    through the env's score-to-weight map."""
-    scores = NumpyPolicy.from_arrays(export_module(algo.get_module(), spec.greedy))(observations)
-    return scores_to_weights(scores, observations[..., -1] > 0.5, "long_only", KAPPA).mean(axis=0)
-
-
-@pytest.mark.slow
-def test_ppo_with_the_shared_model_learns_to_overweight_the_asset_that_always_rises(ray_session):
-    algo = PPO_SPEC.build(_inputs(_ppo("shared_assets"))).build_algo()
-    try:
-        env = PlantedUniverse()
-        observations = np.stack([env.reset(seed=seed)[0] for seed in range(64)])
-        start = _greedy_weights(algo, PPO_SPEC, observations)
-        assert abs(start[1 + PLANTED] - start[0]) < 0.02  # equal scores at first: no asset preferred
-        for _ in range(10):
-            learner = algo.train()["learners"]["default_policy"]
-            assert np.isfinite(learner["total_loss"]) and np.isfinite(learner["vf_loss"])
-            weights = _greedy_weights(algo, PPO_SPEC, observations)
-            if weights[1 + PLANTED] > 0.5:
-                break
-        # Equal weights hold 0.2 of it; the planted asset now holds most of the book, more than cash or any other.
-        assert weights[1 + PLANTED] > 0.5, weights
-        assert weights[1 + PLANTED] > 2 * np.delete(weights, 1 + PLANTED).max(), weights
-    finally:
-        algo.stop()
-
-
-@pytest.mark.slow
-def test_the_flat_model_builds_and_trains_one_iteration(ray_session):
-    algo = PPO_SPEC.build(_inputs(_ppo("flat"))).build_algo()
-    try:
-        before = _parameters(algo.get_module())
-        learner = algo.train()["learners"]["default_policy"]
-        assert np.isfinite(learner["total_loss"]) and learner["num_module_steps_trained"] > 0
-        assert type(algo.get_module()).__name__ == "PortfolioPPOModule" and _parameters(algo.get_module()) == before
-    finally:
-        algo.stop()
-
-
-@pytest.mark.slow
-def test_sac_with_the_shared_model_trains_one_iteration(ray_session):
-    training = SACTraining(model="shared_assets", model_hiddens=[32, 32], train_batch_size_per_learner=32,
-                           num_steps_sampled_before_learning_starts=32, replay_buffer_capacity=1000,
-                           training_intensity=32).model_dump()
-    inputs = _inputs(training)
-    inputs.sections["reporting"]["min_sample_timesteps_per_iteration"] = 64
-    algo = SAC_SPEC.build(inputs).build_algo()
-    try:
-        learner = algo.train()["learners"]["default_policy"]
-        assert all(np.isfinite(learner[key]) for key in ("qf_loss", "qf_twin_loss", "policy_loss", "alpha_loss"))
-        assert learner["num_target_updates"] > 0  # the target Q nets (RLlib's, copied from ours) were updated
-        # The env runner's module acts only: RLlib dropped its Q nets (InferenceOnlyAPI).
-        assert type(algo.get_module()).__name__ == "PortfolioSACModule" and not hasattr(algo.get_module(), "qf")
-        weights = _greedy_weights(algo, SAC_SPEC, np.stack([PlantedUniverse().reset(seed=0)[0]]))
-        assert weights.shape == (ASSETS + 1,) and abs(weights.sum() - 1.0) < 1e-9
-    finally:
-        algo.stop()

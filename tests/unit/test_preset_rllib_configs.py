@@ -7,8 +7,6 @@ from experiments.config.load import load_experiment
 from experiments.hardware import available_presets, load_preset, resolve_plan
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
-
 
 def bundles_for(preset_name: str, conf: str = "dqn_btc.yaml", overrides: list[str] | None = None):
     from experiments.sweep.rllib_config import build_config
@@ -133,20 +131,6 @@ def test_searched_env_key_is_drawn_once_for_training_and_evaluation():
         assert variant["evaluation_config"]["env_config"]["symbol"] == variant["env_config"]["symbol"]
         assert variant["evaluation_config"]["env_config"]["split"] == "validation"
     assert params.search_keys == {"env_config/symbol": "environment.env_config.symbol", "lr": "training.lr"}
-
-
-def test_gpu_preset_on_a_cluster_without_gpus_fails_before_any_trial(tmp_path, capsys):
-    import ray
-
-    from experiments.run import main
-
-    ray.shutdown()
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    code = main([str(REPO / "conf/dqn_btc.yaml"), "--hardware", "p3_8xlarge", "--smoke-test", "--no-dashboard",
-                 "--output", str(tmp_path), "--set", f"tracking.tracking_uri={uri}"])
-    assert code == 2
-    assert "needs 1 GPU per trial, the Ray cluster has 0 GPUs" in capsys.readouterr().err
-    assert not list(tmp_path.glob("dqn_btc/tune/*"))  # no trial was started
 
 
 @pytest.mark.parametrize("conf", ["dqn_btc.yaml", "ppo_btc.yaml", "sac_pendulum.yaml"])

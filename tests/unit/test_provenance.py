@@ -19,3 +19,10 @@ def test_pinned_numbers_say_any_cpu_gives_the_same(monkeypatch):
     assert machine_tags()["numerics"] == "cross_cpu"
     assert "with --cross-cpu: any x86-64 CPU gives the same" in machine_line()
     assert numerics.describe().startswith("numerics: same on any x86-64 CPU (--cross-cpu: MKL_CBWR=COMPATIBLE")
+
+
+def test_the_mode_is_asked_for_by_flag_or_environment():
+    assert numerics.requested(True, {})
+    assert numerics.requested(False, {"RLPLATFORM_CROSS_CPU": "1"})
+    assert not numerics.requested(False, {"RLPLATFORM_CROSS_CPU": "0"})
+    assert not numerics.requested(False, {})

@@ -41,7 +41,8 @@ def test_digests_tell_other_rows_and_other_data_apart(tmp_path):
     bars.to_parquet(other)
     theirs = envs.family("trading/Spot-v0").data_parts({"data_path": str(other), "timeframe": "1h",
                                                          "protocol": WALK_FORWARD, "fold": 2})
-    assert theirs[0].name == "kraken_XBT-USD_1h[train]" and not {p.digest for p in theirs} & {p.digest for p in folds[2]}
+    assert theirs[0].name == "kraken_XBT-USD_1h[train]"
+    assert not {p.digest for p in theirs} & {p.digest for p in folds[2]}
     # The same bytes under another name: the same content, the same digests.
     copy = tmp_path / "copy.parquet"
     shutil.copy(BARS, copy)

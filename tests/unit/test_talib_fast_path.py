@@ -80,7 +80,7 @@ def _setup(item: dict[str, Any], market: Market) -> tuple[TaFeature, dict[str, A
 
 def _assert_same_bits(fast: list[np.ndarray], reference: list[np.ndarray], what: str) -> None:
     assert len(fast) == len(reference), what
-    for got, expected in zip(fast, reference):
+    for got, expected in zip(fast, reference, strict=True):
         assert np.array_equal(np.isnan(got), np.isnan(expected)), f"{what}: NaN in other places"
         known = ~np.isnan(expected)
         different = np.flatnonzero(got[known].view(np.int64) != expected[known].view(np.int64))
@@ -176,8 +176,8 @@ def test_the_emulated_fma_is_correctly_rounded():
                   np.array([1.0, -1.0, -1.0, -2.0**54, 1.0])))  # a midpoint, cancellations, a product just off a tie
     for a, b, c in cases:
         got = fma(a, b, c)
-        expected = np.array([_exact_fma(x, y, z) for x, y, z in zip(a, b, c)])
+        expected = np.array([_exact_fma(x, y, z) for x, y, z in zip(a, b, c, strict=True)])
         assert np.array_equal(got.view(np.int64), expected.view(np.int64))
         scalar = fma(a, 0.15384615384615385, c)  # a float factor, as the EMA steps use it
-        expected = np.array([_exact_fma(x, 0.15384615384615385, z) for x, z in zip(a, c)])
+        expected = np.array([_exact_fma(x, 0.15384615384615385, z) for x, z in zip(a, c, strict=True)])
         assert np.array_equal(scalar.view(np.int64), expected.view(np.int64))

@@ -42,9 +42,9 @@ def test_same_seed_gives_the_same_episode_and_another_seed_another():
     first = rollout(env, 3, np.random.default_rng(0))
     again = rollout(TestGenerationEnv(SMALL), 3, np.random.default_rng(0))
     other = rollout(env, 4, np.random.default_rng(0))
-    assert all(np.array_equal(a, b) for a, b in zip(first[0], again[0])) and first[1] == again[1]
+    assert all(np.array_equal(a, b) for a, b in zip(first[0], again[0], strict=True)) and first[1] == again[1]
     assert [i["coverage"] for i in first[2]] == [i["coverage"] for i in again[2]]
-    assert any(not np.array_equal(a, b) for a, b in zip(first[0], other[0]))
+    assert any(not np.array_equal(a, b) for a, b in zip(first[0], other[0], strict=True))
 
 
 def test_the_return_is_the_scaled_coverage_gained_and_the_episode_is_truncated_at_the_budget():

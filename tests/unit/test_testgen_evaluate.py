@@ -74,7 +74,8 @@ def test_atheris_runs_the_budget_and_returns_a_coverage_curve():
 @needs_atheris
 def test_the_report_has_an_atheris_row_when_it_is_installed():
     report = evaluate_policy(always(0), {"eval_budget": 50, "eval_seeds": 1})
-    assert list(report.table.index) == ["agent", "random", "greedy", "atheris"] and "eval/arcs_vs_atheris" in report.agent_metrics
+    assert list(report.table.index) == ["agent", "random", "greedy", "atheris"]
+    assert "eval/arcs_vs_atheris" in report.agent_metrics
     assert len(report.series["atheris"]) == 51
 
 

@@ -1,5 +1,6 @@
 """An execution agent that finds failures first (issue 41): the heuristic's tiers the agent orders within, the
 pairwise reward built on APFDc, model selection on the failing validation cycles, and the registry's guard."""
+from itertools import pairwise
 from pathlib import Path
 
 import mlflow
@@ -49,7 +50,7 @@ def test_tiers_follow_the_heuristics_order_of_recent_failures():
     stacked = np.concatenate([features, features[::-1], features[:2]])
     offsets = np.array([0, 7, 14, 16])
     together = failure_tiers(stacked, 3, offsets)
-    assert together.tolist() == [t for a, b in zip(offsets, offsets[1:]) for t in failure_tiers(stacked[a:b], 3)]
+    assert together.tolist() == [t for a, b in pairwise(offsets) for t in failure_tiers(stacked[a:b], 3)]
 
 
 @pytest.mark.parametrize("mode", ["pairwise", "pointwise"])

@@ -89,13 +89,13 @@ def test_terminal_score_pays_the_cycles_score_at_its_last_step(score):
         rewards.append(reward)
     ends = env._cycle_ends
     assert all(r == 0 for k, r in enumerate(rewards, 1) if k not in ends)
-    for start, end in zip([0, *ends[:-1]], ends):
+    for start, end in zip([0, *ends[:-1]], ends, strict=True):
         rows = env._rows[start:end]
         verdicts, durations = env.data.history.verdicts[rows], env.data.history.durations[rows]
         expected = metrics.apfd(verdicts) if score == "apfd" else metrics.nrpa(verdicts, durations)
         assert rewards[end - 1] == pytest.approx(expected)
     if score == "apfd":
-        assert all(env.data.history.verdicts[env._rows[s:e]].any() for s, e in zip([0, *ends[:-1]], ends))
+        assert all(env.data.history.verdicts[env._rows[s:e]].any() for s, e in zip([0, *ends[:-1]], ends, strict=True))
 
 
 def test_pairwise_env_takes_the_validation_split_and_extended_features():

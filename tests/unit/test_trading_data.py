@@ -13,7 +13,7 @@ import pytest
 from envs.errors import InputError
 from envs.trading.csv_import import import_csv
 from envs.trading.data import find_gaps, load_bars, save_bars
-from tests.conftest import REPO, SHARED, random_walk_bars
+from tests.conftest import REPO, random_walk_bars
 
 CDD_HEADER = (
     "Created by test,https://www.CryptoDataDownload.com\ndate,symbol,open,high,low,close,volume_eth,volume\n"
@@ -122,16 +122,17 @@ def test_find_gaps_reports_longest():
     assert report.missing_bars == 4 and report.longest_gap == pd.Timedelta(hours=3)
 
 
-@pytest.mark.skipif(
-    not (SHARED / "data/market/Coinbase_BTCUSD_d.csv").exists(), reason="shared/ data not present"
-)
 def test_real_cryptodatadownload_daily_export_and_bundled_copy():
-    bars, report = import_csv(SHARED / "data/market/Coinbase_BTCUSD_d.csv", "1d")
+    """Two real exports in the site's own format (tests/data/cryptodatadownload): the daily one whole, and the
+    newest 2,000 bars of the hourly one the bundled parquet was imported from, which they must equal."""
+    exports = REPO / "tests" / "data" / "cryptodatadownload"
+    bars, report = import_csv(exports / "Coinbase_BTCUSD_d.csv", "1d")
     assert bars.index[0] == pd.Timestamp("2014-12-01", tz="UTC") and report.gaps.missing_bars == 12
     bundled = load_bars(REPO / "data/raw/BTC-USD_1h.parquet")
     assert len(bundled) == 20111 and bundled.attrs["symbol"] == "BTC-USD"
-    hourly, _ = import_csv(SHARED / "data/market/Coinbase_BTCUSD_1h.csv", "1h")
-    np.testing.assert_allclose(hourly.to_numpy(), bundled.to_numpy())
+    hourly, _ = import_csv(exports / "Coinbase_BTCUSD_1h_newest_2000.csv", "1h")
+    assert len(hourly) == 2000 and hourly.index.equals(bundled.index[-2000:])
+    np.testing.assert_allclose(hourly.to_numpy(), bundled.iloc[-2000:].to_numpy())
 
 
 def test_import_cli_writes_parquet_and_fails_cleanly(tmp_path):

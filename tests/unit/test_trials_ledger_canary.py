@@ -91,7 +91,7 @@ def test_a_rerun_counts_as_tried_but_not_as_independent(duplicates):
     again = build_verdict(trials, "max", HOURS_PER_YEAR, prior=prior)
     assert again.n_tried == CONFIGURATIONS * (duplicates + 1)
     assert again.n_effective == pytest.approx(first.n_effective)
-    for before, after in zip(first.edges, again.edges):
+    for before, after in zip(first.edges, again.edges, strict=True):
         if np.isfinite(before.dsr):
             assert after.dsr < before.dsr  # the count deflates a rerun...
             assert after.dsr_effective == pytest.approx(before.dsr_effective)  # ...the effective number does not

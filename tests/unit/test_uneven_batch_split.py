@@ -3,6 +3,8 @@ refused the main job's batch 32). DDP averages the learners' gradients; each sli
 N x its share (algos.spec.slice_weights), so the average is the gradient of the whole batch's mean loss."""
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 import torch
 
@@ -45,11 +47,12 @@ def test_weighted_uneven_slices_average_to_the_single_learner_gradient(batch, le
     bounds = [0]
     for size in slice_sizes(batch, learners):
         bounds.append(bounds[-1] + size)
-    parts = [gradient(slice(a, b), w) for a, b, w in zip(bounds, bounds[1:], slice_weights(batch, learners)) if b > a]
+    weights = slice_weights(batch, learners)
+    parts = [gradient(slice(a, b), w) for (a, b), w in zip(pairwise(bounds), weights, strict=True) if b > a]
     averaged = torch.stack(parts).sum(dim=0) / learners  # what DDP's all-reduce does (a mean over learners)
     torch.testing.assert_close(averaged, single, rtol=1e-12, atol=1e-12)
     if batch % learners:  # unweighted uneven slices would not give the same update: the weights matter
-        plain = torch.stack([gradient(slice(a, b), 1.0) for a, b in zip(bounds, bounds[1:])]).mean(dim=0)
+        plain = torch.stack([gradient(slice(a, b), 1.0) for a, b in pairwise(bounds)]).mean(dim=0)
         assert not torch.allclose(plain, single, rtol=1e-6, atol=1e-9)
 
 

@@ -28,13 +28,13 @@ def wide_table(env: PortfolioEnv, row: int, bars: int, held: np.ndarray | None =
     universe = env.market.universe
     lo = row - bars + 1
     columns: dict[str, object] = {"timestamp": universe.timestamps[lo:row + 1].astype(str)}
-    for symbol, frame in zip(universe.symbols, universe.frames):
+    for symbol, frame in zip(universe.symbols, universe.frames, strict=True):
         part = frame.reindex(universe.timestamps[lo:row + 1])
         for name in ("open", "high", "low", "close", "volume"):
             columns[f"{symbol}:{name}"] = part[name].to_numpy()
     table = pd.DataFrame(columns)
     if held is not None:
-        for name, weight in zip(["cash", *universe.symbols], held):
+        for name, weight in zip(["cash", *universe.symbols], held, strict=True):
             table[f"weight:{name}"] = weight
     return table
 

@@ -48,7 +48,8 @@ def cartpole(tmp_path: Path) -> Path:
     ("tune.search_space={training.lr: {quniform: [0, 1, 0]}}", "positive step q"),
     ("tune.search_space={training.lr: {normal: [0, 1]}}", "write one of choice, grid"),
     ("tune.search_space={training.lr: {choice: [0.1, fast]}}", "tune.search_space.training.lr value 'fast'"),
-    ("tune.search_space={training.n_step: {grid: [1, 0]}}", "training.n_step: Input should be greater than or equal to 1"),
+    ("tune.search_space={training.n_step: {grid: [1, 0]}}",
+     "training.n_step: Input should be greater than or equal to 1"),
     ("tune.search_space={training.lrr: {choice: [0.1]}}", "did you mean 'training.lr'"),
     ("tune.metric=training_iteraton", "tune.metric 'training_iteraton' is not a result key dqn reports: did you mean "
                                       "'training_iteration'?"),
@@ -79,7 +80,8 @@ def test_optuna_limits_are_checked_before_ray(capsys, cartpole, setting, fragmen
 
 def test_optuna_cannot_search_a_key_rllib_needs_twice(capsys):
     code, _, err = dry_run(capsys, REPO / "conf" / "dqn_btc.yaml", "evaluation.protocol=null", "tune.seeds=[0]",
-                           "tune.search_alg=optuna", "tune.search_space={environment.env_config.window: {choice: [12, 24]}}")
+                           "tune.search_alg=optuna",
+                           "tune.search_space={environment.env_config.window: {choice: [12, 24]}}")
     assert code == 2 and "optuna cannot search a key that RLlib needs twice" in err, err
 
 
@@ -90,7 +92,8 @@ def test_optuna_cannot_search_a_key_rllib_needs_twice(capsys):
     ("environment.env_config.windw=3", "did you mean 'environment.env_config.window'?"),
     ("tune.search_space={environment.env_config.positions: {grid: [long_flat, leveraged]}}",
      "tune.search_space.environment.env_config.positions value 'leveraged'"),
-    ("evaluation.env_config={split: validation, episode_length: 1}", "evaluation: environment.env_config.episode_length"),
+    ("evaluation.env_config={split: validation, episode_length: 1}",
+     "evaluation: environment.env_config.episode_length"),
 ])
 def test_the_families_env_config_is_checked_by_its_model(capsys, setting, fragment):
     code, _, err = dry_run(capsys, REPO / "conf" / "dqn_btc.yaml", setting)
@@ -100,7 +103,8 @@ def test_the_families_env_config_is_checked_by_its_model(capsys, setting, fragme
 
 def test_testprio_env_config_is_checked_by_its_model(capsys):
     code, _, err = dry_run(capsys, REPO / "conf" / "dqn_testprio_codec.yaml", "environment.env_config.features=fancy")
-    assert code == 2 and "environment.env_config.features: Input should be 'basic', 'extended' or 'portable'" in err, err
+    assert code == 2, err
+    assert "environment.env_config.features: Input should be 'basic', 'extended' or 'portable'" in err, err
 
 
 def test_numbers_written_as_yaml_text_are_numbers(tmp_path):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -187,7 +188,7 @@ def test_expected_max_is_purgedcv_s_for_whole_trials_and_grows_smoothly_between(
         assert expected_max_z(n) == pytest.approx(
             deflated_sharpe_ratio_full(returns, n_trials=n, var_sharpe=1.0).expected_max_z, abs=1e-12)
     values = [expected_max_z(n) for n in np.linspace(1.0, 5.0, 41)]
-    assert values[0] == 0.0 and all(b >= a for a, b in zip(values, values[1:]))
+    assert values[0] == 0.0 and all(b >= a for a, b in pairwise(values))
 
 
 def test_participation_ratio_counts_independent_series_and_absorbs_copies():
@@ -199,7 +200,8 @@ def test_participation_ratio_counts_independent_series_and_absorbs_copies():
     copies = pd.concat([independent, independent.add_prefix("again ")], axis=1)
     assert distinct_columns(copies).shape[1] == 4 and participation_ratio(copies) == pytest.approx(4.0, rel=0.01)
     r = 0.8
-    correlated = pd.DataFrame({"x": independent["a"], "y": r * independent["a"] + math.sqrt(1 - r * r) * independent["b"]})
+    mixed = r * independent["a"] + math.sqrt(1 - r * r) * independent["b"]
+    correlated = pd.DataFrame({"x": independent["a"], "y": mixed})
     assert participation_ratio(correlated) == pytest.approx(2 / (1 + r * r), rel=0.02)
     assert participation_ratio(independent[["a"]]) == 1.0
 
@@ -230,7 +232,7 @@ def test_a_verdict_with_a_caveat_supports_nothing(folds, seeds, missing, caveat)
     assert verdict.caveats[-1] == caveat
     assert all(edge.dsr >= 0.95 and edge.wins == edge.folds for edge in verdict.edges)  # the evidence alone would pass
     assert not any(edge.supported for edge in verdict.edges)
-    for line, edge in zip(verdict.lines(), verdict.edges):
+    for line, edge in zip(verdict.lines(), verdict.edges, strict=True):
         assert line.startswith(f"edge over {edge.baseline}: not supported: {', '.join(verdict.caveats)} (DSR "
                                f"{edge.dsr:.2f}")
     assert set(verdict.tags().values()) == {"not_supported"}
