@@ -11,31 +11,20 @@ from algos.ppo import SPEC as PPO_SPEC
 from algos.ppo import PPOTraining
 from algos.sac import SPEC as SAC_SPEC
 from algos.sac import SACTraining
-from algos.spec import BuildInputs, Resources
+from algos.spec import BuildInputs
 from envs.portfolio.weights import scores_to_weights
 from tests.toy_universe import ASSETS, ENV_ID, KAPPA, PLANTED, PlantedUniverse
+from tests.trial_inputs import local_trial
 
 
 def _parameters(module: torch.nn.Module) -> int:
     return sum(param.numel() for param in module.parameters())
 
 
-def _inputs(training: dict, rl_module: dict | None = None) -> BuildInputs:
+def _inputs(training: dict) -> BuildInputs:
     """What the platform hands a builder for one trial on the toy universe (one local env runner, local learner)."""
-    sections = {
-        "environment": {"env": ENV_ID, "env_config": {}},
-        "env_runners": {"rollout_fragment_length": "auto" if "minibatch_size" in training else 4},
-        "learners": {},
-        "training": training,
-        "rl_module": rl_module or {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "head_fcnet_hiddens": []},
-        "evaluation": {"evaluation_interval": None, "evaluation_duration": 1, "evaluation_duration_unit": "episodes",
-                       "env_config": {}},
-        "reporting": {"min_sample_timesteps_per_iteration": None, "min_time_s_per_iteration": None},
-    }
-    resources = Resources(num_env_runners=0, num_envs_per_env_runner=1, num_cpus_per_env_runner=1, num_learners=0,
-                          num_gpus_per_learner=0)
-    return BuildInputs(env_id=ENV_ID, sections=sections, resources=resources,
-                       metric="env_runners/episode_return_mean", mode="max", seed=0)
+    return local_trial(ENV_ID, training, rollout_fragment_length="auto" if "minibatch_size" in training else 4,
+                       activation="tanh")
 
 
 def _ppo(model: str) -> dict:

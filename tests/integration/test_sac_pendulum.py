@@ -20,7 +20,8 @@ import gymnasium as gym
 import numpy as np
 
 from algos.sac import SPEC, SACTraining
-from algos.spec import BuildInputs, Resources
+from algos.spec import BuildInputs
+from tests.trial_inputs import local_trial
 
 ENV = "Pendulum-v1"
 ITERATIONS = 20
@@ -38,20 +39,9 @@ STOCK_CURVE = (-1325.3, -1352.3, -1442.8, -1349.3, -1461.6, -1354.6, -1207.6, -1
 def _inputs(implementation: str) -> BuildInputs:
     """One CPU trial as the platform hands it to SAC's builder: local env runner (16 env steps per sample call)
     and local learner, seed 0."""
-    sections = {
-        "environment": {"env": ENV, "env_config": {}},
-        "env_runners": {"rollout_fragment_length": 16},
-        "learners": {},
-        "training": SACTraining(**TRAINING, implementation=implementation).model_dump(),
-        "rl_module": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu", "head_fcnet_hiddens": []},
-        "evaluation": {"evaluation_interval": None, "evaluation_duration": 1, "evaluation_duration_unit": "episodes",
-                       "env_config": {}},
-        "reporting": {"min_sample_timesteps_per_iteration": STEPS_PER_ITERATION, "min_time_s_per_iteration": None},
-    }
-    resources = Resources(num_env_runners=0, num_envs_per_env_runner=1, num_cpus_per_env_runner=1, num_learners=0,
-                          num_gpus_per_learner=0)
-    return BuildInputs(env_id=ENV, sections=sections, resources=resources,
-                       metric="env_runners/episode_return_mean", mode="max", seed=0)
+    training = SACTraining(**TRAINING, implementation=implementation).model_dump()
+    return local_trial(ENV, training, rollout_fragment_length=16, activation="relu",
+                       steps_per_iteration=STEPS_PER_ITERATION)
 
 
 def _returns(policy, seeds) -> np.ndarray:
