@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from experiments.serve import invocation_body
 from experiments.shell import exit_code, runnable
 from experiments.tracking.store import default_tracking_uri
 
@@ -144,11 +145,8 @@ class PaperTrader:
         endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/invocations") else "/invocations")
 
         def ask(request: pd.DataFrame) -> pd.DataFrame:
-            frame = request.reset_index()
-            frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
-            body = {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
             try:
-                response = requests.post(endpoint, json=body, timeout=30)
+                response = requests.post(endpoint, json=invocation_body(request), timeout=30)
             except requests.RequestException as error:
                 raise InputError(f"--serve-url {url}: no answer ({type(error).__name__}): "
                                  "start the model's server with "

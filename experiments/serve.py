@@ -14,17 +14,21 @@ a request that does not fit the model gets a 400 whose message ends with the one
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs.errors import InputError
 from experiments.plan.ports import pick_free_port, port_is_free
 from experiments.results.promotion import resolve_version
 from experiments.shell import exit_code
 from experiments.tracking.store import default_tracking_uri
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LOOPBACK = "127.0.0.1"
 
@@ -33,6 +37,15 @@ def serve_command(model_uri: str, host: str, port: int) -> list[str]:
     """The `mlflow models serve` command line, with this interpreter's mlflow."""
     return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
             "-h", host, "-p", str(port)]
+
+
+def invocation_body(bars: pd.DataFrame) -> dict[str, Any]:
+    """The JSON body of a POST /invocations with these bars (a DataFrame indexed by `timestamp`), as every client
+    here sends it (the paper trader, the operations benchmark, the tests): MLflow's `dataframe_split`, times in ISO
+    8601 and 15 significant digits, so the served model reads the floats the in-process one does."""
+    frame = bars.reset_index()
+    frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
+    return {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
 
 
 def serving_environment(tracking_uri: str) -> dict[str, str]:

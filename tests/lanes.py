@@ -124,6 +124,7 @@ class LaneGuard:
 
 GUARD = LaneGuard()
 sys.addaudithook(GUARD)
+DROPPED = pytest.StashKey[int]()  # how many slow-lane tests the default selection left out, for the summary
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -151,8 +152,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # Join tests last: the unit tests fail a broken basic first, and a smoke run's cost comes after them.
     items[:] = sorted(kept, key=lambda item: item.get_closest_marker(JOIN) is not None)
 
-
-DROPPED = pytest.StashKey[int]()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -206,13 +206,6 @@ def served_model(model_uri: str, tracking_uri: str, log: Path, cwd: Path) -> Ite
         stop_group(proc)
 
 
-def bars_request(bars) -> dict:
-    """The JSON body of a POST /invocations with these bars (a DataFrame indexed by time), as a client sends it."""
-    frame = bars.reset_index()
-    frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
-    return {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
-
-
 @contextlib.contextmanager
 def joining(address: str) -> Iterator[list[str]]:
     """The arguments that make a run in this process join the Ray at `address` (`--address ADDRESS`) instead of

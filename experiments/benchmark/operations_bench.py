@@ -9,10 +9,8 @@ The loop of docs/operations.md, timed as a user runs it (fresh processes, a temp
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,6 +19,8 @@ import time
 from pathlib import Path
 
 from experiments.benchmark.common import REPO, Budget, Figure, Report
+from experiments.plan.ports import pick_free_port
+from experiments.serve import LOOPBACK, invocation_body
 
 HOURS_A_YEAR = 8760
 
@@ -32,12 +32,6 @@ def _module(root: Path, tracking_uri: str, *args: str) -> float:
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:2])} failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-800:]}")
     return time.perf_counter() - started
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _wait_until_up(url: str, timeout: float = 120) -> None:
@@ -122,16 +116,14 @@ def run(budget: Budget) -> Report:
         in_process = _median_ms(lambda: model.predict(window), repeats)
         forward_pass = _median_ms(lambda: policy(observation), repeats)
         numpy_ms, torch_ms = numpy_vs_torch_forward_ms(observation.shape[1], repeats)
-        port = _free_port()
+        port = pick_free_port(LOOPBACK)
         server = subprocess.Popen([sys.executable, "-m", "experiments.serve", f"models:/{name}@champion",
                                    "--port", str(port)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   env={**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": uri},
                                   start_new_session=True)
         try:
             _wait_until_up(f"http://127.0.0.1:{port}/health")
-            frame = window.copy()
-            frame["timestamp"] = frame["timestamp"].map(lambda t: t.isoformat())
-            body = {"dataframe_split": json.loads(frame.to_json(orient="split", index=False, double_precision=15))}
+            body = invocation_body(window.set_index("timestamp"))
             http = _median_ms(lambda: requests.post(f"http://127.0.0.1:{port}/invocations", json=body, timeout=30),
                               repeats)
         finally:

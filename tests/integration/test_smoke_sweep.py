@@ -19,8 +19,9 @@ from mlflow.tracking import MlflowClient
 
 from envs.trading.env import SpotTradingEnv
 from experiments.config.load import load_experiment
+from experiments.serve import invocation_body
 from tests.conftest import REPO
-from tests.servers import bars_request, served_model
+from tests.servers import served_model
 
 
 @pytest.fixture(scope="module")
@@ -259,16 +260,16 @@ def test_the_served_model_answers_bars_with_the_in_process_decision_and_a_400_th
     needed = model.unwrap_python_model().inputs.bars_needed
     for end in (len(bars), len(bars) - 100, len(bars) - 333):
         window = bars.iloc[end - needed:end].assign(position=1.0)
-        answer = requests.post(f"{url}/invocations", json=bars_request(window), timeout=30)
+        answer = requests.post(f"{url}/invocations", json=invocation_body(window), timeout=30)
         assert answer.status_code == 200, answer.text
         served_decision = answer.json()["predictions"][0]
         local = model.predict(window.reset_index()).iloc[0]
         assert served_decision["action"] == local["action"] and served_decision["bar_time"] == local["bar_time"]
-    too_few = requests.post(f"{url}/invocations", json=bars_request(bars.iloc[-10:]), timeout=30)
+    too_few = requests.post(f"{url}/invocations", json=invocation_body(bars.iloc[-10:]), timeout=30)
     assert too_few.status_code == 400
     assert too_few.json()["message"].endswith(f"the model needs the last {needed} 1h bars (features' look-back 96 + "
                                               "window 24 - 1); got 10")
-    four_hourly = requests.post(f"{url}/invocations", json=bars_request(bars.iloc[-4 * needed::4]), timeout=30)
+    four_hourly = requests.post(f"{url}/invocations", json=invocation_body(bars.iloc[-4 * needed::4]), timeout=30)
     assert four_hourly.status_code == 400 and "must be consecutive 1h bars" in four_hourly.json()["message"]
     # The model's logged requirements: pinned CPU packages from PyPI, no torch, no Ray (so no CUDA wheels)
     requirements = mlflow.artifacts.download_artifacts("models:/dqn_btc-smoke/1") + "/requirements.txt"

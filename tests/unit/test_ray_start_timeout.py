@@ -2,7 +2,8 @@
 ends the run in one line and exit 4, not in Ray's traceback (docs/faults.md).
 
 Ray's start is replaced by one that raises Ray's own exception: making a real raylet miss its 30 s needs a machine
-busier than a test may make it. The run's exit code through the real process is tests/unit/test_commands.py's.
+busier than a test may make it. That `main`'s code is the process's exit code is tests/unit/test_config.py's
+(`test_a_refused_file_exits_2_from_the_command_line_with_one_line`).
 """
 from __future__ import annotations
 
