@@ -2,8 +2,9 @@
 
 The agent walks the held-out part inside `PortfolioEnv`, so it is scored by the code that rewarded it; its target
 weights at each decision are then replayed with every baseline's through one ledger (`replay_weights`), which marks
-equity at every close: same fills, same exact costs. The best single asset in hindsight is shown in the table,
-marked, and never becomes a verdict line (its column is not in the report's returns).
+equity at every close: same fills, same exact costs, the same ruin rule (a ruined book is liquidated and holds 1e-4
+of cash: its curve is flat from there, and the report says where). The best single asset in hindsight is shown in
+the table, marked, and never becomes a verdict line (its column is not in the report's returns).
 """
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def baseline_view(env: PortfolioEnv) -> BaselineView:
     return BaselineView(closes=market.universe.closes, tradable=market.tradable, listed=market.universe.listed,
                         timestamps=market.timestamps, train=market.fold.train,
                         decision_interval=env.cfg.decision_interval)
+
+
+def ruin_note(name: str, equity: np.ndarray, book: PortfolioBook, index: pd.DatetimeIndex) -> list[str]:
+    """One line for a strategy whose book was ruined: the bar, which is where its curve turns flat at the floor."""
+    if not book.ruined:
+        return []
+    bar = int(np.flatnonzero(equity != equity[-1])[-1]) + 1
+    return [f"{name}'s book was ruined at {index[bar]}: what selling everything would have left after its cost "
+            f"reached 0, so it was liquidated there and held {equity[-1]:g} of cash from then on (docs/portfolio.md, "
+            "\"Ruin\")"]
 
 
 def strategy_row(equity: np.ndarray, targets: np.ndarray, book: PortfolioBook,
@@ -80,15 +91,16 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
                   **{baseline.name: baseline.decide(view, lo, hi) for baseline in BASELINES}}
     if env.fixed_weights is not None:
         strategies[FIXED] = fixed_weights(view, lo, hi, env.fixed_weights)
-    table, curves = {}, {}
+    index = pd.DatetimeIndex(market.timestamps[lo:hi], name="timestamp")
+    table, curves, ruins = {}, {}, []
     for name, targets in strategies.items():
         equity, book = replay_weights(targets, lo, universe.opens, universe.closes, universe.last_rows,
                                       env.cfg.cost_rate)
         table[name] = strategy_row(equity, targets, book, ppy)
         curves[name] = equity
+        ruins += ruin_note(name, equity, book, index)
     symbol, best = hindsight_row(env, lo, hi, ppy)
     frame = pd.DataFrame.from_dict({**table, HINDSIGHT: best}, orient="index")
-    index = pd.DatetimeIndex(market.timestamps[lo:hi], name="timestamp")
     agent = table["agent"]
     metrics = {f"eval/{key}": value for key, value in agent.items()}
     metrics["eval/excess_return_vs_ucrp"] = agent["total_return"] - table["ucrp"]["total_return"]
@@ -104,7 +116,8 @@ def evaluate_policy(policy: Policy, env_config: dict[str, Any]) -> EvaluationRep
                f"{index[-1]:%Y-%m-%d}{fold} ({hi - lo} bars, decisions every {env.cfg.decision_interval}, fee "
                f"{env.cfg.fee_bps:g} bps, slippage {env.cfg.slippage_bps:g} bps, {ppy:.1f} bars a year)"),
         notes=[f"{HINDSIGHT} is {symbol} held from the first fill: chosen in hindsight, never a verdict line",
-               *([f"{universe.source}: generated, not real prices; the dates are fictional"] if synthetic else [])],
+               *([f"{universe.source}: generated, not real prices; the dates are fictional"] if synthetic else []),
+               *ruins],
         table=frame, agent_metrics=metrics, series=equity_curves, series_label="equity (start = 1.0)",
         returns=np.log(equity_curves).diff().iloc[1:], periods_per_year=ppy,
         data_digest=universe.window_digest(market.test_windows),

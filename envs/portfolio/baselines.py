@@ -2,7 +2,8 @@
 
 Each baseline has the family's one signature (envs.baselines): a `BaselineView` of the fold and the part's rows
 lo..hi-1 -> target weights (hi-lo, N+1), cash first, one row per decision row and NaN rows between decisions (hold).
-Every one goes through `envs.portfolio.book.replay_weights`, so all pay the same exact costs as the agent. Only
+Every one goes through `envs.portfolio.book.replay_weights`, so all pay the same exact costs as the agent and meet
+the same ruin rule (only the fixed-weights baseline can borrow, under long_short, and so be ruined). Only
 assets that can trade at a decision get weight (`tradable`); a rule's weights are renormalized over them.
 """
 from __future__ import annotations

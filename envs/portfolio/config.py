@@ -74,6 +74,24 @@ class PortfolioConfig(BarsConfig):
             check_user_weights(np.array(list(self.fixed_weights.values())), self.weights, FIXED_WEIGHTS_KEY)
         return self
 
+    @model_validator(mode="after")
+    def _cost_has_one_solution(self) -> "PortfolioConfig":
+        """The rebalance cost (envs.portfolio.book) has exactly one solution while c * sum(|w'|) < 1 for every target
+        w': at most 1 long-only, gross_cap long-short, and the fixed-weights baseline's own gross exposure."""
+        gross, reach = (self.gross_cap, f"gross_cap {self.gross_cap:g}") if self.weights == "long_short" else (
+            1.0, "long_only's gross exposure 1")
+        if self.fixed_weights is not None:
+            fixed = sum(abs(weight) for name, weight in self.fixed_weights.items() if name != "cash")
+            if fixed > gross:
+                gross, reach = fixed, f"fixed_weights' gross exposure {fixed:g}"
+        if self.cost_rate * gross >= 1.0:
+            most = (1.0 / gross) * 1e4
+            raise ValueError(f"env_config.fee_bps + slippage_bps ({self.fee_bps:g} + {self.slippage_bps:g} bps, a cost "
+                             f"of {self.cost_rate:g} per unit traded) times {reach} is {self.cost_rate * gross:g}, "
+                             f"not below 1, so the rebalance cost has no single solution: keep fee_bps + slippage_bps "
+                             f"below {most:g} bps" + (" or lower gross_cap" if self.weights == "long_short" else ""))
+        return self
+
     @property
     def cost_rate(self) -> float:
         """Fee and slippage per unit of traded notional."""

@@ -4,7 +4,11 @@ Every `decision_interval` bars the agent gives N+1 scores (cash first) after bar
 weights (envs.portfolio.weights), fills them at bar t+1's open at the exact self-financing cost (envs.portfolio.book)
 and holds the units until the next decision. The reward is the log change of equity from close t to the close before
 the next decision, times `reward_scale`. Training episodes are random windows of the fold's train part;
-validation and test episodes walk their whole part.
+validation and test episodes walk their whole part. Both end truncated, unless the book is ruined (envs.portfolio.book:
+a long-short book whose liquidation value, what selling everything would leave after its cost, is <= 0 at an open or
+a close): it is liquidated at that mark and the episode ends with that decision, terminated, with info `ruin: True`
+and the log change to the floored equity (`EQUITY_FLOOR`, 1e-4 of the starting equity) as the reward, as
+`trading/Spot-v0` ends at a margin call.
 """
 from __future__ import annotations
 
@@ -49,7 +53,10 @@ class PortfolioEnv(gym.Env):
     ## Starting State, Episode End
 
     All cash, equity 1. Training episodes start at a uniformly drawn row of the train part and are truncated after
-    `episode_length` bars; validation and test walk their whole part.
+    `episode_length` bars; validation and test walk their whole part. Terminated when the book is ruined: its
+    liquidation value is <= 0 at an open or a close it holds through (only a book that borrows, under long_short).
+    It is liquidated there, keeps 1e-4 of cash, and the step's reward is reward_scale x log(1e-4 / the equity at
+    the decision), `info["ruin"]` True: finite, about -9.2 x reward_scale from the starting equity.
     """
 
     metadata = {"render_modes": []}
@@ -119,12 +126,13 @@ class PortfolioEnv(gym.Env):
         next_row = min(self._t + self._interval, self._end)
         equity = step_book(self.book, target, self._t + 1, next_row, self._opens, self._closes, self._last_rows)
         reward = math.log(equity / self._equity) * self.cfg.reward_scale
+        ruined = self.book.ruined
         self._equity = equity
         self._t = next_row
         held = self.book.weights(self._closes[next_row], equity)[1:]
-        return (self.observation_at(next_row, held), reward, False, next_row >= self._end,
+        return (self.observation_at(next_row, held), reward, ruined, next_row >= self._end and not ruined,
                 {**self._info(), "weights": target})
 
     def _info(self) -> dict[str, Any]:
         return {"equity": self._equity, "row": self._t, "costs_paid": self.book.costs_paid,
-                "turnover": self.book.traded_notional}
+                "turnover": self.book.traded_notional, "ruin": self.book.ruined}

@@ -16,16 +16,18 @@ import numpy as np
 
 from envs.errors import InputError
 from envs.portfolio.config import PortfolioConfig
-from envs.portfolio.sources import load_config_universe
+from envs.portfolio.sources import content_digest, load_config_universe, source_key
 from envs.portfolio.universe import Universe, close_only_refusal
 from envs.splits import Fold
 from envs.trading.calendar import bars_per_year, check_calendar
 from envs.trading.features import market_features
 from envs.trading.features.matrix import apply_normalization
+from envs.trading.features.spec import file_sources
 
 SPLITS = ("train", "validation", "test")
 # Keys that change how the env trades a market, not the market: envs that differ only in these share one.
 TRADING_KEYS = ("split", "episode_length", "fee_bps", "slippage_bps", "weights", "kappa", "gross_cap", "reward_scale")
+MARKETS_KEPT = 16  # markets kept per process, the most recently used: files get rewritten, folds and configs vary
 _markets: dict[str, "PortfolioMarket"] = {}
 
 
@@ -52,11 +54,24 @@ class PortfolioMarket:
 
 def load_portfolio_market(cfg: PortfolioConfig) -> PortfolioMarket:
     """The universe of `cfg`, its fold and its features (see the module docstring); InputError naming the key. Once
-    per process: RLlib's env runners build 32 envs of one config, and 500 assets take seconds to read and featurize."""
-    key = json.dumps(cfg.model_dump(exclude=set(TRADING_KEYS)), sort_keys=True, default=str)
-    if key not in _markets:
-        _markets[key] = _load_market(cfg)
-    return _markets[key]
+    per process while the files it reads keep their content (the universe's and those its features read): RLlib's env
+    runners build 32 envs of one config, and 500 assets take seconds to read and featurize."""
+    key = market_key(cfg)
+    market = _markets.pop(key, None)
+    if market is None:
+        market = _load_market(cfg)
+    _markets[key] = market  # most recently used last
+    if len(_markets) > MARKETS_KEPT:
+        del _markets[next(iter(_markets))]
+    return market
+
+
+def market_key(cfg: PortfolioConfig) -> str:
+    """What names a fold's market: every key but those that only change how it is traded, the universe's source key
+    (with its files' digests) and the digest of every file its features read (another market, an outside series)."""
+    features = [content_digest(path, "feature source file") for path in file_sources(cfg.feature_items())]
+    return json.dumps({"config": cfg.model_dump(exclude=set(TRADING_KEYS)), "source": source_key(cfg),
+                       "features": features}, sort_keys=True, default=str)
 
 
 def _load_market(cfg: PortfolioConfig) -> PortfolioMarket:
