@@ -3,6 +3,9 @@
 Reads CryptoDataDownload exports, header-less exchange kline dumps (Binance-style) and
 generic OHLCV CSVs, reports gaps and how they were handled, and writes
 `data/raw/<SYMBOL>_<TF>.parquet` (atomically) for `environment.env_config.data_path`.
+`import TABLE --universe [--assets BTC,ETH] [--timeframe 1d]` writes a whole wide table (`ASSET:field` columns) as one
+universe parquet for trading/Portfolio-v0's `table_path`, each asset checked as one bars file is, the timeframe,
+calendar and gap rule in its metadata.
 `show FILE` prints a parquet's range, bar count, gaps and calendar (bars a year); `resample FILE --timeframe 1h` writes
 coarser bars;
 `features [NAME]` lists what a feature list may name (every TA-Lib function, allowed or refused with why).
@@ -47,10 +50,16 @@ DEFAULT_DIR = Path("data") / "raw"
 
 
 def _import(args: argparse.Namespace) -> int:
+    if args.universe:
+        return _import_universe(args)
+    if args.assets:
+        raise InputError(f"{args.file}: --assets picks a universe's assets: use it with --universe")
+    if args.timeframe is None:
+        raise InputError(f"{args.file}: --timeframe is needed to import one asset's bars (e.g. --timeframe 1h)")
     symbol = canonical_symbol(args.symbol)
     out = args.out or DEFAULT_DIR / f"{symbol}_{args.timeframe}.parquet"
     bars, report = import_csv(args.file, args.timeframe, gaps=args.gaps, symbol=symbol, stamps=args.stamps,
-                              allow_no_volume=args.no_volume)
+                              allow_no_volume=args.no_volume, calendar=args.calendar)
     check_declared(report, symbol, args.file)
     if out.exists() and not args.force:
         raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
@@ -59,6 +68,32 @@ def _import(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(f"  {line}")
     print(f"wrote {out}" + (" (replaced)" if args.force else ""))
+    return 0
+
+
+def _import_universe(args: argparse.Namespace) -> int:
+    """The whole wide table as one universe parquet, each asset checked as one bars file is (one code path:
+    envs.trading.bar_checks), with the timeframe (given, or what the bars' spacing names), calendar and gap rule
+    in its metadata for `environment.env_config.table_path`."""
+    from envs.portfolio.universe_table import check_table, save_universe, span_of
+
+    out = args.out or DEFAULT_DIR / f"{args.file.stem}_universe.parquet"
+    if out.exists() and not args.force:
+        raise InputError(f"{out}: exists: pass --force to replace it, or --out another file")
+    if out.suffix != ".parquet":
+        raise InputError(f"{out}: --out must end in .parquet (a universe is written as one parquet file)")
+    assets = [asset.strip() for asset in args.assets.split(",")] if args.assets else None
+    checked = check_table(str(args.file), assets, args.timeframe, args.gaps, args.calendar, say=False)
+    first, last, rows = span_of(checked)
+    kind = "closes" if checked.close_only else "OHLCV bars"
+    print(f"{args.file}: a universe of {len(checked.frames)} assets ({', '.join(checked.frames)}), {checked.timeframe} "
+          f"{kind}, {rows} bar times {first} .. {last}")
+    print(f"  timeframe: {checked.timeframe}" + ("" if args.timeframe else " (the bars' spacing)"))
+    print(f"  calendar: {checked.calendar}")
+    for line in checked.notes or ("every asset: no gaps, nothing filled or left out",):
+        print(f"  {line}")
+    save_universe(checked, out)
+    print(f"wrote {out}" + (" (replaced)" if args.force else "") + ": use it as environment.env_config.table_path")
     return 0
 
 
@@ -125,11 +160,20 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     imp = commands.add_parser("import", help="convert a CSV export into the project's parquet")
     imp.add_argument("file", type=Path)
-    imp.add_argument("--symbol", required=True, help="BASE-QUOTE in capitals, e.g. BTC-USD; in a table of several "
-                     "assets (BTC:open, ETH:open, ...) it picks the columns of BTC")
-    imp.add_argument("--timeframe", required=True, choices=list(TIMEFRAMES))
+    what = imp.add_mutually_exclusive_group(required=True)
+    what.add_argument("--symbol", help="BASE-QUOTE in capitals, e.g. BTC-USD; in a table of several "
+                      "assets (BTC:open, ETH:open, ...) it picks the columns of BTC")
+    what.add_argument("--universe", action="store_true",
+                      help="import a whole wide table (ASSET:field columns) as one universe parquet for "
+                           "trading/Portfolio-v0's table_path, each asset checked as a bars file is")
+    imp.add_argument("--assets", help="with --universe: which of the table's assets, comma-separated (default all)")
+    imp.add_argument("--timeframe", choices=list(TIMEFRAMES),
+                     help="the bars' interval (needed for --symbol; with --universe, default: what the spacing names)")
     imp.add_argument("--gaps", default="ffill", choices=GAP_POLICIES,
                      help="missing bars: ffill = flat bars at the last close (default), drop, or error")
+    imp.add_argument("--calendar", help="the days bars open on, recorded in the parquet: 24/7, weekdays or an "
+                     "exchange code such as XNYS (its weekends and holidays closed, never filled; a bar on one is "
+                     "refused); default: the one the bars show")
     imp.add_argument("--stamps", default="open", choices=STAMPS,
                      help="what the file's times are: bar open times (default) or close times, shifted to opens")
     imp.add_argument("--no-volume", action="store_true",

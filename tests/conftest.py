@@ -72,3 +72,11 @@ def paper_replay_of_test_window(reader, policy, bars, env):
 
     book = new_book(reader)
     return replay(book, bars, range(lo, hi), reader.bars_needed, decide), book
+
+
+def daily_csv(bars: pd.DataFrame, path: Path) -> Path:
+    """Daily bars as a plain CSV export (`date,open,high,low,close,volume`), for the importer's tests."""
+    rows = [f"{t:%Y-%m-%d},{o},{h},{lo},{c},{v}"
+            for t, (o, h, lo, c, v) in zip(bars.index, bars.to_numpy(), strict=True)]
+    path.write_text("date,open,high,low,close,volume\n" + "\n".join(rows) + "\n")
+    return path

@@ -14,7 +14,7 @@ backtest sells it, at the next rebalance.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,8 +24,10 @@ import pandas as pd
 from envs.datasets import DataPart, part_digest
 from envs.errors import InputError
 from envs.portfolio.book import PortfolioBook, step_book
-from envs.portfolio.universe import WIDE_SEPARATOR, Universe, asset_difference, load_universe
+from envs.portfolio.universe import Universe, asset_difference
+from envs.portfolio.universe_files import UniverseFiles
 from envs.portfolio.universe_reader import CASH, WEIGHT_PREFIX, UniverseReader
+from envs.portfolio.universe_table import WIDE_SEPARATOR
 
 # (the wide table's last bars at a decision bar, with the held weights) -> the model's answer rows
 Ask = Callable[[pd.DataFrame], pd.DataFrame]
@@ -76,14 +78,14 @@ class UniversePaperBook:
         return {"cost_rate": book.cost_rate, "cash": book.cash, "units": [float(u) for u in book.units],
                 "costs_paid": book.costs_paid, "traded_notional": book.traded_notional, "rebalances": book.rebalances,
                 "decision_interval": self.decision_interval, "pending": self.pending, "bars_seen": self.bars_seen,
-                "last_bar": self.last_bar, "equity": self.equity, "peak": self.peak}
+                "last_bar": self.last_bar, "equity": self.equity, "peak": self.peak, "ruined": book.ruined}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "UniversePaperBook":
         book = PortfolioBook(len(state["units"]), state["cost_rate"])
         book.cash, book.units = state["cash"], np.asarray(state["units"], dtype=np.float64)
         book.costs_paid, book.traded_notional = state["costs_paid"], state["traded_notional"]
-        book.rebalances = state["rebalances"]
+        book.rebalances, book.ruined = state["rebalances"], state.get("ruined", False)  # a session before the rule
         return cls(book, **{key: state[key] for key in ("decision_interval", "pending", "bars_seen", "last_bar",
                                                         "equity", "peak")})
 
@@ -124,30 +126,41 @@ def replay_universe(book: UniversePaperBook, universe: Universe, table: pd.DataF
 @dataclass
 class UniversePaper:
     """Paper trading of a `UniverseReader` model on `sources`: bars files (one per asset, any order) or one wide
-    table. Read again at each poll, so appended bars are traded."""
+    table. Polled for appended bars (envs.portfolio.universe_files: only the files, or the CSV rows, that changed
+    are read; a poll with nothing new returns the last poll's universe and table). `follow`: the files are being
+    written to, so a CSV's last line without its newline waits for the next poll."""
 
     reader: UniverseReader
     sources: list[str]
+    follow: bool = False
+    _files: UniverseFiles = field(init=False, repr=False)
+    _last: tuple[Universe, tuple[Universe, pd.DataFrame]] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._files = UniverseFiles(self.sources, list(self.reader.symbols), self.reader.timeframe, self.follow)
 
     @classmethod
     def open(cls, reader: UniverseReader, sources: list[str], follow: bool) -> "UniversePaper":
-        """The files are read whole at every poll (follow or not): `experiments.data update` rewrites them whole."""
-        return cls(reader, sources)
+        return cls(reader, sources, follow)
 
     @property
     def label(self) -> str:
         return ", ".join(self.sources)
 
     def read(self) -> tuple[Universe, pd.DataFrame]:
-        universe = self._universe()
-        return universe, wide_table(universe)
+        """The universe in the model's order and its wide table: the same objects as the last read's while no file
+        changed."""
+        universe = self._files.read()
+        if self._last is None or self._last[0] is not universe:
+            self._last = None  # a universe refused now is refused again at the next poll, not served stale
+            ordered = self._in_model_order(universe)
+            self._last = (universe, (ordered, wide_table(ordered)))
+        return self._last[1]
 
-    def _universe(self) -> Universe:
+    def _in_model_order(self, universe: Universe) -> Universe:
+        """The universe checked against the model (its assets, timeframe and fields), its assets in the model's
+        order."""
         symbols = list(self.reader.symbols)
-        if len(self.sources) == 1:  # a universe of files has two or more
-            universe = load_universe(None, self.sources[0], symbols, self.reader.timeframe)
-        else:
-            universe = load_universe(self.sources, None, None, None)
         given = list(universe.symbols)
         if difference := asset_difference(symbols, given):
             raise InputError(f"{self.label}: the universe's assets differ from the model's ({', '.join(symbols)}): "

@@ -26,7 +26,8 @@ class BarsConfig(StrictModel):
     calendar: str | float | None = Field(
         default=None,
         description="How many bars make a year, for every annualized figure (envs.trading.calendar): 24/7 (365 days "
-                    "of bars), weekdays (weekends closed) or the number itself. None: the data's own (the file's "
+                    "of bars), weekdays (weekends closed), an exchange code such as XNYS (its weekends and holidays "
+                    "closed; daily bars: its sessions a year) or the number itself. None: the data's own (the file's "
                     "metadata, else detected); a calendar that closes days holding bars is refused.")
     split_fractions: tuple[float, ...] = Field(
         default=(0.7, 0.15, 0.15),

@@ -8,7 +8,8 @@ Volume is the base currency's (Bitfinex's `VolumeFrom`, never the quote `VolumeT
 does not guess: a file without a volume column (the volume feature would be constant), stamps off the
 timeframe's UTC grid (10:30 for 1h bars), close time stamps (10:59:59.999, shifted to open times only
 when asked), and conflicting duplicates. What it does, it reports: exact duplicates dropped, gaps and how
-they were handled, a weekdays calendar (no weekend bar: weekends closed, not filled), stamps shifted, the
+they were handled, the calendar (weekdays: no weekend bar, weekends closed, not filled; an exchange's such as XNYS:
+its holidays closed too), stamps shifted, the
 volume column taken when it is not plain `volume`. What a file says about its market (a `Symbol` column, a
 `Volume ETH` column's unit, a parquet's metadata) is read by `stated_symbol` and compared with
 `envs.trading.symbols.check_symbol`, so an export of another coin is not appended to a dataset.
@@ -25,18 +26,14 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError, read_user_text
-from envs.trading.calendar import ALL_WEEK, WEEKDAYS, bars_per_year, detect_calendar
+from envs.trading.bar_checks import BarChecks, check_bars
 from envs.trading.data import (
     GAP_POLICIES,
     PRICE_COLUMNS,
     GapReport,
-    drop_exact_duplicates,
-    find_gaps,
     load_bars,
     off_grid_bars,
-    regularize,
     timeframe_delta,
-    validate_bars,
 )
 from envs.trading.symbols import symbol_parts
 
@@ -59,34 +56,33 @@ _BAR_FIELD = re.compile(r"^(open|high|low|close|volume\w*)$")
 
 @dataclass(frozen=True)
 class ImportReport:
-    """What the import found and did, one line each (printed by `experiments.data import`)."""
+    """What the import found and did, one line each (printed by `experiments.data import`): the checks every bar
+    series passes (envs.trading.bar_checks), then what only a CSV export can get wrong (volume, stamps)."""
 
-    gaps: GapReport
-    gap_policy: str
-    duplicates_dropped: int
+    checks: BarChecks
     volume_column: str | None  # None: no volume in the file, set to 0 (--no-volume)
     stamps: str
     volume_left_aside: tuple[str, ...] = ()  # other volume-like columns, not taken (e.g. `volumeto`)
-    # A wide table's asset listed after the table starts: its empty leading rows left out, and its first bar.
-    asset: str | None = None
-    unlisted_rows: int = 0
-    first_bar: pd.Timestamp | None = None
     symbol: str | None = None  # what the file says it holds (stated_symbol), for the command to check
-    # The bars' calendar (envs.trading.calendar.detect_calendar), recorded in the parquet, and its bars a year
-    calendar: str = ALL_WEEK
-    bars_per_year: float = 0.0
+
+    @property
+    def gaps(self) -> GapReport:
+        return self.checks.gaps
+
+    @property
+    def calendar(self) -> str:
+        return self.checks.calendar
+
+    @property
+    def duplicates_dropped(self) -> int:
+        return self.checks.duplicates_dropped
+
+    @property
+    def unlisted_rows(self) -> int:
+        return self.checks.unlisted_rows
 
     def lines(self) -> list[str]:
-        handled = f" (handled: {self.gap_policy})" if self.gaps.missing_bars else ""
-        lines = [f"gaps: {self.gaps.describe()}{handled}"]
-        if self.calendar == WEEKDAYS:
-            lines.append(f"calendar: {WEEKDAYS} (no bar falls on a Saturday or Sunday): weekends are closed, not "
-                         f"gaps; {self.bars_per_year:.0f} bars a year")
-        if self.unlisted_rows and self.first_bar is not None:
-            lines.append(f"{self.asset} starts {self.first_bar:%Y-%m-%d %H:%M} UTC: {self.unlisted_rows} earlier "
-                         f"row(s) with no {self.asset} prices left out (not listed yet)")
-        if self.duplicates_dropped:
-            lines.append(f"duplicates: dropped {self.duplicates_dropped} row(s) repeated to the letter")
+        lines = self.checks.lines()
         if self.volume_column is None:
             lines.append("volume: none in the file, set to 0 (--no-volume): the volume feature is constant")
         elif self.volume_column != "volume" or self.volume_left_aside:
@@ -129,12 +125,14 @@ def stated_symbol(bars: pd.DataFrame | str | Path, source: str | None = None) ->
 
 def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: str | None = None,
                stamps: str = "open", allow_no_volume: bool = False,
-               text: str | None = None) -> tuple[pd.DataFrame, ImportReport]:
+               text: str | None = None, calendar: str | None = None) -> tuple[pd.DataFrame, ImportReport]:
     """Read a CSV export into validated bars, sorted (rows may come newest first).
 
     `gaps`: 'error', 'ffill' (flat bars at the last close with zero volume, so the agent can trade nothing
     it could not have traded) or 'drop'; bars with no weekend bar over two weeks or more (stocks) are on the
-    weekdays calendar: their weekends are closed, never filled, and `gaps` applies to the weekday holes (holidays).
+    weekdays calendar: their weekends are closed, never filled, and `gaps` applies to the weekday holes (holidays);
+    daily bars whose missing weekdays are an exchange's holidays are on its calendar (XNYS, ...): its holidays are
+    closed too. `calendar` (--calendar: 24/7, weekdays or an exchange code) names it instead of detecting it.
     `symbol` picks the columns of a wide multi-asset table.
     `stamps='close'` shifts close-time stamps to open times. A file without volume needs `allow_no_volume`.
     `text`: the part of the file to read (its head and some of its rows, e.g. the rows appended since the last read),
@@ -163,27 +161,20 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
         (c for c in VOLUME_COLUMNS if c in frame.columns), None)
     left_aside = tuple(c for c in frame.columns if VOLUME_LIKE.search(c) and c != volume_column)
     bars = pd.DataFrame(index=parse_times(frame[time_column], path, time_column))
+    named = frame.attrs.get("columns", {})  # a wide table's own column names, for messages
     for column in PRICE_COLUMNS:
-        bars[column] = _numeric(frame[column], path, column)
-    bars["volume"] = _numeric(frame[volume_column], path, volume_column) if volume_column else 0.0
+        bars[column] = numeric_column(frame[column], path, named.get(column, column))
+    bars["volume"] = numeric_column(frame[volume_column], path, named.get(volume_column, volume_column)) \
+        if volume_column else 0.0
     bars.index = _open_times(bars.index, timeframe, stamps, path)
     bars.index.name = "timestamp"
-    bars = bars.sort_index()
-    unlisted = _unlisted_rows(bars, path, asset) if asset is not None else 0
-    bars = bars.iloc[unlisted:]
-    bars, duplicates = drop_exact_duplicates(bars, path)
-    calendar = detect_calendar(bars.index, timeframe)  # weekdays: no flat bars for weekends, whatever `gaps` says
-    report = find_gaps(bars.index, timeframe, calendar)
-    bars = regularize(bars, timeframe, gaps, report, path, calendar)
+    bars, checks = check_bars(bars, path, timeframe, gaps, asset, listing=asset is not None, calendar=calendar)
     if volume_column is None and not allow_no_volume:
         aside = f"; {', '.join(left_aside)} is not volume in the coin's units" if left_aside else ""
         raise InputError(f"{path}: no volume column (looked for {', '.join(VOLUME_COLUMNS)}, volume_<base>"
                          f"{aside}): add it to the export, or pass --no-volume to import with volume 0 (the "
                          "volume feature is then constant)")
-    bars = validate_bars(bars, source=str(path), timeframe=timeframe, allow_gaps=gaps == "drop", calendar=calendar)
-    return bars, ImportReport(report, gaps, duplicates, volume_column, stamps, left_aside, asset, unlisted,
-                              bars.index[0] if unlisted else None, stated, calendar,
-                              bars_per_year(bars.index, timeframe, calendar))
+    return bars, ImportReport(checks, volume_column, stamps, left_aside, stated)
 
 
 def _read_text_table(path: Path, text: str | None = None) -> pd.DataFrame:
@@ -272,21 +263,9 @@ def _symbol_columns(frame: pd.DataFrame, symbol: str | None, path: Path) -> pd.D
         raise InputError(f"{path}: a table of several assets needs its time as the first column; found "
                          f"{time_column!r} there")
     picked = {c: field for c, (owner, field) in split.items() if owner == asset}
-    return frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
-
-
-def _unlisted_rows(bars: pd.DataFrame, path: Path, asset: str) -> int:
-    """How many of a wide table's first bars (sorted, oldest first) have every price of `asset` empty.
-
-    An asset listed after the table starts has empty cells until its first bar: those rows are not bars of
-    it and are left out (and reported). An empty cell after its first bar is still a broken bar, refused by
-    validate_bars; an asset with no price at all is refused here rather than imported as nothing.
-    """
-    priced = bars[list(PRICE_COLUMNS)].notna().any(axis=1).to_numpy()
-    if not priced.any():
-        raise InputError(f"{path}: no {asset} prices in any of its {len(bars)} row(s) (its open, high, low and "
-                         "close cells are all empty): pick an asset with prices, or export the table again")
-    return int(np.argmax(priced))
+    picked_frame = frame[[time_column, *picked]].rename(columns={time_column: "timestamp", **picked})
+    picked_frame.attrs["columns"] = {field: column for column, field in picked.items()}  # messages name the file's
+    return picked_frame
 
 
 def parse_times(values: pd.Series, path: Path | str, column: str) -> pd.DatetimeIndex:
@@ -329,7 +308,9 @@ def _open_times(index: pd.DatetimeIndex, timeframe: str, stamps: str, path: Path
     return index
 
 
-def _numeric(values: pd.Series, path: Path, column: str) -> np.ndarray:
+def numeric_column(values: pd.Series, path: Path | str, column: str) -> np.ndarray:
+    """A column of numbers (empty cells and pandas' NA words such as `n/a` as NaN); text in it is refused naming
+    the cell."""
     numbers = pd.to_numeric(values, errors="coerce")
     bad = numbers.isna() & values.notna()
     if bad.any():

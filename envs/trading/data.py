@@ -20,10 +20,10 @@ from envs.errors import InputError
 from envs.trading.calendar import (
     ALL_WEEK,
     TIMEFRAMES,
-    WEEKDAYS,
+    check_open_days,
+    closed_bars,
     closed_bars_between,
     timeframe_delta,
-    weekend_bars,
 )
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
@@ -54,6 +54,21 @@ def bar_spacing(index: pd.DatetimeIndex) -> pd.Timedelta:
     return deltas.mode().min() if len(deltas) else pd.Timedelta(0)
 
 
+def infer_timeframe(index: pd.DatetimeIndex, source: str, key: str) -> str:
+    """The timeframe the bars' spacing names (a file that records none, e.g. a CSV table): the most common distance
+    between consecutive bars, when it is a known timeframe and at least half of the distances are it (weekends and
+    holes are longer); otherwise an InputError saying what was found and that `key` sets it."""
+    deltas = pd.Series(index[1:] - index[:-1])
+    spacing = bar_spacing(index)
+    share = float((deltas == spacing).mean()) if len(deltas) else 0.0
+    name = next((name for name, delta in TIMEFRAMES.items() if delta == spacing), None)
+    if name is None or share < 0.5:
+        found = f"{_duration(spacing)} apart for {share:.0%} of them" if len(deltas) else "a single bar"
+        raise InputError(f"{source}: cannot tell the timeframe from the bars' spacing (the most common: {found}): "
+                         f"set {key} (one of {', '.join(TIMEFRAMES)})")
+    return name
+
+
 def _duration(delta: pd.Timedelta) -> str:
     seconds = int(delta.total_seconds())
     for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
@@ -80,7 +95,8 @@ def check_spacing(index: pd.DatetimeIndex, timeframe: str, source: str) -> None:
 
 
 def find_gaps(index: pd.DatetimeIndex, timeframe: str, calendar: str = ALL_WEEK) -> GapReport:
-    """Bars missing between consecutive bars, beyond those the calendar closes (a weekdays file's weekends)."""
+    """Bars missing between consecutive bars, beyond those the calendar closes (a weekdays file's weekends; an
+    exchange's weekends and holidays)."""
     step = timeframe_delta(timeframe)
     if len(index) < 2:
         return GapReport(0, pd.Timedelta(0), None)
@@ -117,7 +133,8 @@ def off_grid_bars(index: pd.DatetimeIndex, timeframe: str) -> np.ndarray:
 def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport, path: Path,
                calendar: str = ALL_WEEK) -> pd.DataFrame:
     """Check the timeframe grid and apply the gap policy (shared by the CSV importer and the fetcher); `report` is
-    find_gaps' under `calendar`, whose closed days (a weekdays file's weekends) get no flat bars."""
+    find_gaps' under `calendar`, whose closed days (a weekdays file's weekends; an exchange's weekends and holidays)
+    get no flat bars."""
     off_grid = off_grid_bars(bars.index, timeframe)
     if off_grid.any():
         raise InputError(f"{path}: bar at {bars.index[np.argmax(off_grid)]} is not on the {timeframe} grid "
@@ -128,8 +145,7 @@ def regularize(bars: pd.DataFrame, timeframe: str, gaps: str, report: GapReport,
     if gaps == "error":
         raise InputError(f"{path}: {report.describe()}: re-import with --gaps ffill (flat bars) or --gaps drop")
     full = pd.date_range(bars.index[0], bars.index[-1], freq=timeframe_delta(timeframe), name="timestamp")
-    if calendar == WEEKDAYS:
-        full = full[~weekend_bars(full)]
+    full = full[~closed_bars(full, timeframe, calendar)]
     filled = bars.reindex(full)
     close = filled["close"].ffill()
     for column in ("open", "high", "low"):
@@ -179,7 +195,7 @@ def zone_note(index: pd.DatetimeIndex) -> str:
     return f"timestamps in {index.tz} converted to UTC"
 
 
-def _say_once(source: str, note: str) -> None:
+def say_once(source: str, note: str) -> None:
     """Print a load-time note on stderr, once per file per process: bars have no other channel for notes, and
     every env copy of a run validates the same file."""
     if (source, note) not in _SAID:
@@ -190,8 +206,8 @@ def _say_once(source: str, note: str) -> None:
 def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
                   allow_gaps: bool = False, calendar: str = ALL_WEEK) -> pd.DataFrame:
     """Check the invariants every consumer relies on; return the bars as float64 columns, indexed in UTC (stamps
-    of another zone are converted, and that is said once per `source`). Under the weekdays `calendar` (recorded
-    by the import) weekends are closed, not gaps, and a weekend bar contradicts it."""
+    of another zone are converted, and that is said once per `source`). Under the `calendar` recorded by the import
+    (weekdays, or an exchange code such as XNYS) the days it closes are not gaps, and a bar on one contradicts it."""
     missing = [c for c in BAR_COLUMNS if c not in bars.columns]
     if missing:
         raise InputError(f"{source}: missing column(s) {', '.join(missing)}: re-import with "
@@ -202,7 +218,7 @@ def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
     if bars.index.tz is None:  # naive stamps are read as UTC, as everywhere else (CSV exports, outside series)
         bars = bars.tz_localize("UTC")
     if note := zone_note(bars.index):  # the same instants, on the UTC grid every block and stamp check assumes
-        _say_once(source, note)
+        say_once(source, note)
         bars = bars.tz_convert("UTC")
     if len(bars) < 2:
         raise InputError(f"{source}: only {len(bars)} bar(s): the environment needs a price history")
@@ -221,11 +237,10 @@ def validate_bars(bars: pd.DataFrame, source: str, timeframe: str | None = None,
             first = int(np.flatnonzero(rows)[0])
             raise InputError(f"{source}: {what} in {int(rows.sum())} bar(s), first at {bars.index[first]}: "
                              "fix or drop those rows in the source export and re-import")
-    weekend = weekend_bars(bars.index)
-    if calendar == WEEKDAYS and weekend.any():
-        raise InputError(f"{source}: records calendar {WEEKDAYS} but its bar at {bars.index[np.argmax(weekend)]} "
-                         "opens on a Saturday or Sunday: re-import the whole history with python -m experiments.data "
-                         "import (it records the calendar its bars show)")
+    # An unknown timeframe gets the intraday rule (every UTC day a session touches is open), the looser one.
+    check_open_days(bars.index, timeframe or "1h", calendar, source, "the calendar in its metadata",
+                    "re-import the whole history with python -m experiments.data import (it records the calendar its "
+                    "bars show, or --calendar)")
     if timeframe is not None:
         check_spacing(bars.index, timeframe, source)
     if timeframe is not None and not allow_gaps:
@@ -240,8 +255,8 @@ def save_bars(bars: pd.DataFrame, path: str | Path, symbol: str, timeframe: str,
               calendar: str = ALL_WEEK) -> Path:
     """Write bars as parquet with the symbol, timeframe, gap policy and calendar in the file's metadata. A file
     imported with `gaps="drop"` keeps its holes on purpose: `load_bars` accepts them (the env then steps
-    over a hole as from one bar to the next, as over an exchange outage); one of the weekdays `calendar` has no
-    weekend bars, and `load_bars` does not count its weekends as holes."""
+    over a hole as from one bar to the next, as over an exchange outage); one of the weekdays `calendar` (or an
+    exchange's, such as XNYS) has no bar on a day it closes, and `load_bars` does not count those days as holes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

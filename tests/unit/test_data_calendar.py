@@ -19,6 +19,7 @@ from envs.trading.calendar import bars_per_year, check_calendar, detect_calendar
 from envs.trading.data import find_gaps, load_bars, save_bars
 from envs.trading.env import SpotTradingEnv
 from experiments import data as data_cli
+from tests.conftest import daily_csv as csv_of
 from tests.conftest import random_walk_bars
 
 SMALL = {"window": 8, "episode_length": 50, "split_fractions": [0.6, 0.2, 0.2]}
@@ -35,13 +36,6 @@ def weekday_bars(years: float = 3.0, holidays_per_year: int = 9, seed: int = 0) 
         holes = set(bars.index[every // 2::every]) | {HOLIDAY}
         bars = bars.drop(index=sorted(holes))
     return bars
-
-
-def csv_of(bars: pd.DataFrame, path: Path) -> Path:
-    rows = [f"{t:%Y-%m-%d},{o},{h},{lo},{c},{v}"
-            for t, (o, h, lo, c, v) in zip(bars.index, bars.to_numpy(), strict=True)]
-    path.write_text("date,open,high,low,close,volume\n" + "\n".join(rows) + "\n")
-    return path
 
 
 def test_a_weekday_daily_series_has_about_252_bars_a_year_and_24_7_series_have_365_days_of_bars():

@@ -98,14 +98,41 @@ def test_the_cli_prints_where_a_late_asset_starts(tmp_path):
     assert len(load_bars(out)) == 55
 
 
-@pytest.mark.parametrize("empty", [["close"], list(FIELDS)])
-def test_an_empty_cell_after_the_first_bar_is_still_refused(tmp_path, empty):
+@pytest.mark.parametrize("empty, refusal, said", [
+    (["close"], r"1 bar\(s\) of ETH-USD with an empty or unreadable price cell, first at 2021-01-02 06:00",
+     "empty cells: 1 bar(s) of ETH-USD with an empty or unreadable price, first at 2021-01-02 06:00: filled at the "
+     "last close (--gaps ffill)"),
+    (list(FIELDS), r"1 missing bars, longest gap 0 days 01:00:00 after 2021-01-02 05:00.*--gaps ffill",
+     "gaps: 1 missing bars, longest gap 0 days 01:00:00 after 2021-01-02 05:00:00+00:00 (handled: ffill)"),
+])
+def test_an_empty_cell_after_the_first_bar_follows_the_gap_rule(tmp_path, empty, refusal, said):
+    """A bar with an empty price cell inside the asset's span is broken, a row with none a missing bar: refused under
+    --gaps error, a flat bar at the last close under ffill (and said), a hole under drop: the gap rule, as in a
+    universe's table (envs.trading.bar_checks)."""
     eth = _late_eth(10)
     eth.iloc[30, [FIELDS.index(f) for f in empty]] = np.nan
     path, _ = _wide_csv(tmp_path, eth)
-    with pytest.raises(InputError, match=r"NaN or infinite values in 1 bar\(s\), first at 2021-01-02 06:00") as caught:
+    with pytest.raises(InputError, match=refusal) as caught:
+        import_csv(path, "1h", symbol="ETH-USD", gaps="error")
+    assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+    filled, report = import_csv(path, "1h", symbol="ETH-USD")
+    assert len(filled) == 50 and filled.loc[eth.index[30], "close"] == filled.loc[eth.index[29], "close"]
+    assert filled.loc[eth.index[30], "volume"] == 0.0
+    assert said in report.lines()
+    holed, _ = import_csv(path, "1h", symbol="ETH-USD", gaps="drop")
+    assert len(holed) == 49 and eth.index[30] not in holed.index
+
+
+def test_text_in_a_price_column_is_refused_naming_the_cell(tmp_path):
+    path, _ = _wide_csv(tmp_path, _late_eth(10))
+    lines = path.read_text().splitlines()
+    cells = lines[5].split(",")
+    cells[9] = "abc"  # ETH:close
+    lines[5] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"column 'eth:close' row 5: 'abc' is not a number") as caught:
         import_csv(path, "1h", symbol="ETH-USD")
-    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_an_asset_without_any_prices_is_refused_naming_it(tmp_path):

@@ -66,7 +66,7 @@ def test_generic_iso_with_gap_filled_flat(tmp_path):
     [
         (
             "timestamp,open,high,low,close,volume\n2024-01-01 00:00,10,11,9,,1\n2024-01-01 01:00,10,11,9,10,1\n",
-            "NaN",
+            "empty or unreadable price cell, and no earlier close",
         ),
         (
             "timestamp,open,high,low,close,volume\n2024-01-01 00:00,10,11,9,10,1\n2024-01-01 01:00,-1,11,-2,10,1\n",
