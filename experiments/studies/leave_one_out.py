@@ -13,6 +13,11 @@ the time to the first failure and APFD over the failing cycles, and NRPA, all un
 against the heuristic's over the failing cycles of every held-out history; each goal of issues 29 and 41 marked met
 or missed; and the published agents' numbers beside ours (PUBLISHED: their protocol, their split). `--no-online`
 scores the zero-shot rows only (what a comparison of training choices needs, in a third of the time).
+
+Then `--synthetic N` (default 3) held-out synthetic histories whose failures recur at 5-20 runs
+(envs.agents.testprio.synthetic.generate_recurring_frame, seeds 2000, 2001, ...; written under --output/synthetic) are
+scored the same way by the conf trained on ALL of its histories (one more run): the case where an agent that orders
+an older failure by duration finds failures later than the heuristic (issue 51).
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ import pandas as pd
 from scipy.stats import wilcoxon
 
 from envs.agents.testprio.evaluate import HEURISTIC, PAPER_MIN_TESTS
+from envs.agents.testprio.synthetic import generate_recurring_frame
+from envs.errors import InputError
 from experiments.config.load import load_experiment
 from experiments.shell import exit_code
 
@@ -42,17 +49,33 @@ COLUMNS = ("paper_apfdc", "paper_ttff", "paper_apfd", "paper_nrpa")
 ONLINE_WITHIN_CYCLES = 10
 
 
-def train_without(conf: Path, others: list[str], name: str, output: Path, extra: list[str]) -> str:
-    """Run the conf on `others` only (`api.run`, in this process); the registered model's URI."""
+# The first seed of the held-out synthetic histories (the training pool's synthetic_histories start at 1000).
+SYNTHETIC_HELD_OUT_SEED = 2000
+
+
+def train_on(conf: Path, histories: list[str], name: str, output: Path, extra: list[str]) -> str:
+    """Run the conf on `histories` only (`api.run`, in this process); the registered model's URI."""
     from experiments import api
 
-    overrides = [f"environment.env_config.data_paths=[{', '.join(others)}]", f"name={name}", *extra]
+    overrides = [f"environment.env_config.data_paths=[{', '.join(histories)}]", f"name={name}", *extra]
     result = api.run(conf, overrides, api.RunOptions(output=output, dashboard=False))
     uri = result.model_uri()
     if not result.ok or uri is None:
-        raise RuntimeError(f"training without the held-out history failed (exit {result.exit_code:d}): "
+        raise RuntimeError(f"training on {len(histories)} histories failed (exit {result.exit_code:d}): "
                            f"{'; '.join(result.partial) or 'no model registered'}")
     return uri
+
+
+def synthetic_held_out(folder: Path, count: int) -> list[str]:
+    """Write `count` synthetic CI histories whose failures recur at 5-20 runs (seeds SYNTHETIC_HELD_OUT_SEED, +1,
+    ...) under `folder` as RETECS files, `recurring-<seed>.csv`; their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for seed in range(SYNTHETIC_HELD_OUT_SEED, SYNTHETIC_HELD_OUT_SEED + count):
+        path = folder / f"recurring-{seed}.csv"
+        generate_recurring_frame(seed=seed).to_csv(path, sep=";", index=False)
+        paths.append(str(path))
+    return paths
 
 
 def score_held_out(model: str, history: str, output: Path, online: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -155,42 +178,73 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="passed on to every run")
     parser.add_argument("--no-online", dest="online", action="store_false",
                         help="score the zero-shot model and the baselines only (no online learners)")
+    parser.add_argument("--synthetic", type=int, default=3, metavar="N",
+                        help="held-out synthetic histories with failures recurring at 5-20 runs, scored by the conf "
+                             "trained on all of its histories (0: none; default 3)")
     args = parser.parse_args(argv)
+    if args.synthetic < 0:
+        raise InputError(f"--synthetic {args.synthetic}: give how many synthetic histories to hold out (0 or more)")
     histories = list(load_experiment(args.conf).environment.env_config["data_paths"])
-    rows, lines, cycles = [], [], []
+    study = _Study(args.output, args.online)
     for held_out in histories:
         stem = Path(held_out).stem
-        others = [path for path in histories if path != held_out]
         started = time.monotonic()
-        model = train_without(args.conf, others, f"{args.conf.stem}_without_{stem}", args.output / stem,
-                              list(args.overrides))
+        model = train_on(args.conf, [path for path in histories if path != held_out],
+                         f"{args.conf.stem}_without_{stem}", args.output / stem, list(args.overrides))
+        study.score(model, held_out, time.monotonic() - started)
+    if args.synthetic:
+        started = time.monotonic()
+        model = train_on(args.conf, histories, f"{args.conf.stem}_all", args.output / "all", list(args.overrides))
         trained = time.monotonic() - started
-        table, per_cycle = score_held_out(model, held_out, args.output / stem, args.online)
-        cycles.append(per_cycle.assign(held_out=stem))
-        scored = time.monotonic() - started - trained
+        for path in synthetic_held_out(args.output / "synthetic", args.synthetic):
+            study.score(model, path, trained)
+            trained = 0.0  # one model for every synthetic history
+    text = study.write()
+    print(text)
+    return 0
+
+
+class _Study:
+    """The rows, verdict lines and per-cycle scores of every held-out history scored so far; `write` makes the
+    study's files of them."""
+
+    def __init__(self, output: Path, online: bool) -> None:
+        self.output, self.online = output, online
+        self.rows: list[dict] = []
+        self.lines: list[str] = []
+        self.cycles: list[pd.DataFrame] = []
+
+    def score(self, model: str, held_out: str, trained: float) -> None:
+        """Score `model` on the held-out history (trained in `trained` seconds) and keep its rows."""
+        stem = Path(held_out).stem
+        started = time.monotonic()
+        table, per_cycle = score_held_out(model, held_out, self.output / stem, self.online)
+        self.cycles.append(per_cycle.assign(held_out=stem))
         for strategy in STRATEGIES:
             if strategy in table.index:
                 row = table.loc[strategy]
-                rows.append({"held_out": stem, "strategy": strategy, **{c: row[c] for c in COLUMNS},
-                             "failing_cycles": row["paper_cycles_with_failures"],
-                             "below_heuristic": row["below_heuristic"], "ahead_from": row.get("ahead_from", "")})
+                self.rows.append({"held_out": stem, "strategy": strategy, **{c: row[c] for c in COLUMNS},
+                                  "failing_cycles": row["paper_cycles_with_failures"],
+                                  "below_heuristic": row["below_heuristic"], "ahead_from": row.get("ahead_from", "")})
         for key, value in PUBLISHED.get(stem, {}).items():
-            rows.append({"held_out": stem, "strategy": "paper: best RL (their protocol)", key: value})
-        lines += [f"- {stem} held out (trained in {trained:.0f} s, scored in {scored:.0f} s; {model}):",
-                  *(f"  - {line}" for line in targets(stem, table, per_cycle))]
-    frame = pd.DataFrame(rows).groupby(["held_out", "strategy"], sort=False).first().reset_index()
-    means = mean_over_histories(frame)
-    tests = paired_tests(pd.concat(cycles, ignore_index=True))
-    args.output.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(args.output / "lopo.csv", index=False)
-    tests.to_csv(args.output / "paired.csv", index=False)
-    text = (markdown(frame) + "\n\nMean over the held-out histories (failure columns: the histories with failing "
-            "cycles):\n\n" + markdown(means) + "\n\nAPFDc against the heuristic on the same failing cycles of every "
-            "held-out history (Wilcoxon signed-rank, two-sided):\n\n" + markdown(tests) + "\n\n"
-            + "\n".join(lines) + "\n")
-    (args.output / "lopo.md").write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+            self.rows.append({"held_out": stem, "strategy": "paper: best RL (their protocol)", key: value})
+        self.lines += [f"- {stem} held out (trained in {trained:.0f} s, scored in {time.monotonic() - started:.0f} s; "
+                       f"{model}):", *(f"  - {line}" for line in targets(stem, table, per_cycle))]
+
+    def write(self) -> str:
+        """lopo.csv, paired.csv and lopo.md under the output folder; lopo.md's text."""
+        frame = pd.DataFrame(self.rows).groupby(["held_out", "strategy"], sort=False).first().reset_index()
+        means = mean_over_histories(frame)
+        tests = paired_tests(pd.concat(self.cycles, ignore_index=True))
+        self.output.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(self.output / "lopo.csv", index=False)
+        tests.to_csv(self.output / "paired.csv", index=False)
+        text = (markdown(frame) + "\n\nMean over the held-out histories (failure columns: the histories with failing "
+                "cycles):\n\n" + markdown(means) + "\n\nAPFDc against the heuristic on the same failing cycles of "
+                "every held-out history (Wilcoxon signed-rank, two-sided):\n\n" + markdown(tests) + "\n\n"
+                + "\n".join(self.lines) + "\n")
+        (self.output / "lopo.md").write_text(text, encoding="utf-8")
+        return text
 
 
 if __name__ == "__main__":

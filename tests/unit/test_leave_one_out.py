@@ -1,12 +1,26 @@
 """The leave-one-project-out study's verdict lines (each goal of issue 41 met or missed), its mean over the held-out
-histories and its paired test against the heuristic, from hand-made tables."""
+histories and its paired test against the heuristic, from hand-made tables; and its held-out synthetic histories whose
+failures recur at 5-20 runs (issue 51)."""
 import math
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import wilcoxon
 
-from experiments.studies.leave_one_out import markdown, mean_over_histories, paired_tests, targets
+from envs.agents.testprio.data import load_history
+from envs.agents.testprio.synthetic import RECURRENCE_RUNS
+from experiments.studies.leave_one_out import (
+    main,
+    markdown,
+    mean_over_histories,
+    paired_tests,
+    synthetic_held_out,
+    targets,
+)
+
+CONF = Path(__file__).resolve().parents[2] / "conf/dqn_testprio_cross.yaml"
 
 
 def table(agent: tuple[float, float, float], heuristic: tuple[float, float, float],
@@ -89,3 +103,35 @@ def test_the_markdown_table_leaves_missing_numbers_blank():
     frame = pd.DataFrame({"held_out": ["a", "a"], "strategy": ["agent", "paper"], "paper_apfd": [0.5, float("nan")]})
     assert markdown(frame).splitlines() == ["| held_out | strategy | paper_apfd |", "|---|---|---|",
                                             "| a | agent | 0.5000 |", "| a | paper |  |"]
+
+
+def runs_between_failures(path: str) -> np.ndarray:
+    """Per test, the runs from one failure to its next (from the verdict history each row carries)."""
+    history = load_history(path)
+    gaps = []
+    for row in np.flatnonzero(history.verdicts):
+        past = history.history[row][history.history[row] >= 0]  # its earlier runs, newest first
+        if (past == 1).any():
+            gaps.append(int(np.argmax(past == 1)) + 1)
+    return np.array(gaps)
+
+
+def test_the_study_holds_out_synthetic_histories_whose_failures_recur_at_5_to_20_runs(tmp_path):
+    paths = synthetic_held_out(tmp_path / "synthetic", 2)
+    assert [Path(path).name for path in paths] == ["recurring-2000.csv", "recurring-2001.csv"]
+    for path in paths:
+        history = load_history(path)  # a RETECS file, read as any user's history
+        failing_cycles = np.add.reduceat(history.verdicts.astype(int), history.offsets[:-1]) > 0
+        assert history.format == "retecs" and failing_cycles.mean() > 0.5
+        gaps = runs_between_failures(path)
+        low, high = RECURRENCE_RUNS
+        assert len(gaps) > 100 and np.mean((gaps >= low) & (gaps <= high)) > 0.8
+        assert np.mean((gaps > 4) & (gaps <= 10)) > 0.2  # the case: a failure 5-10 runs after the last one
+    assert synthetic_held_out(tmp_path / "again", 1)[0].endswith("recurring-2000.csv")
+    assert Path(paths[0]).read_bytes() == Path(tmp_path / "again" / "recurring-2000.csv").read_bytes()  # seeded
+
+
+def test_a_negative_number_of_synthetic_histories_is_refused_before_training(tmp_path, capsys):
+    assert main([str(CONF), "--output", str(tmp_path / "out"), "--synthetic", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--synthetic -1" in err and err.count("\n") == 1 and not (tmp_path / "out").exists()

@@ -152,18 +152,21 @@ def test_residual_rounds_move_a_test_at_most_two_places_a_round_from_the_prior()
                           prior)
 
 
-def test_the_residual_starts_each_tier_shortest_first():
-    features = windows("100", "000", "000", "100", "000")
+def test_the_residual_starts_from_the_heuristics_own_order():
+    features = windows("100", "000", "000", "100", "001")
     durations = np.array([5.0, 3.0, 1.0, 2.0, 2.0])
+    rates = np.array([0.1, 0.2, 0.0, 0.1, 0.0])
     silent = lambda obs: np.zeros(len(obs), dtype=np.int64)  # noqa: E731
     order = order_cycle(silent, features, np.arange(5), mode="pairwise", priority_buckets=2, tiers="recent_failures",
-                        window=3, durations=durations, residual_rounds=2)
-    assert order.tolist() == [3, 0, 2, 4, 1]  # the failed tier (shorter first), then the rest, shorter first
+                        window=3, tier_window=1, durations=durations, failure_rates=rates, residual_rounds=2)
+    # the failed last run (shorter first), then the old failure, then the higher failure rate, then shorter
+    assert order.tolist() == [3, 0, 4, 1, 2]
 
 
 @pytest.mark.parametrize(("config", "message"), [
     ({"history_window": 4, "tier_window": 6, "tiers": "recent_failures"}, "tier_window 6 is longer"),
-    ({"residual_rounds": 2}, "set tiers: recent_failures"),
+    ({"residual_rounds": 2}, "set tiers: heuristic"),
+    ({"tiers": "heuristic", "tier_window": 4}, "'heuristic', which reads the whole window"),
 ])
 def test_residual_settings_that_cannot_mean_anything_are_refused(config, message):
     with pytest.raises(InputError, match=message):
@@ -185,12 +188,13 @@ def test_all_tiers_in_one_transposition_sort_are_each_tiers_own_sort_in_fewer_po
         calls.append(len(observations))
         return (np.sin(observations.sum(axis=1) * 97.0) > 0).astype(np.int64)
 
-    tiebreak = rng.permutation(300)
-    batched = order_cycle(noisy, features, tiebreak, mode="pairwise", priority_buckets=2, tiers="recent_failures",
-                          window=4, durations=durations, residual_rounds=3)
+    rates = rng.random(300)
+    batched = order_cycle(noisy, features, rng.permutation(300), mode="pairwise", priority_buckets=2,
+                          tiers="recent_failures", window=4, durations=durations, failure_rates=rates,
+                          residual_rounds=3)
     assert len(calls) <= 6
     tiers = failure_tiers(features, 4)
-    shorter_first = tiebreak[np.argsort(durations[tiebreak], kind="stable")]
+    heuristic = baselines.recent_failures_order(features[:, :4], rates, durations)
 
     def naive(members):  # every round asks every neighbour again: no cache, no early end
         order = members.copy()
@@ -204,7 +208,7 @@ def test_all_tiers_in_one_transposition_sort_are_each_tiers_own_sort_in_fewer_po
                         order[i], order[i + 1] = order[i + 1], order[i]
         return order
 
-    assert np.array_equal(batched, rank_within_tiers(naive, tiers, shorter_first))
+    assert np.array_equal(batched, rank_within_tiers(naive, tiers, heuristic))
 
 
 @pytest.mark.parametrize("settings, fragment", [

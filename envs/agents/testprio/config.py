@@ -82,19 +82,22 @@ class PrioritizationConfig(StrictModel):
         description="Pointwise: None rewards every step; apfd or nrpa gives 0 per step and, at each cycle's last "
                     "step, the cycle's score of the chosen order (for selection on validation; apfd samples only "
                     "cycles with failures).")
-    tiers: Literal["none", "recent_failures"] = Field(
+    tiers: Literal["none", "heuristic", "failure_record", "recent_failures"] = Field(
         default="none",
-        description="none: the policy orders the whole cycle; recent_failures: tests with the same recent failures "
-                    "form tiers run in the heuristic's order, and the policy orders within each tier "
-                    "(envs.agents.testprio.ranking).")
+        description="none: the policy orders the whole cycle; else tests that tie on the recent-failures heuristic's "
+                    "keys form tiers run in the heuristic's order, and the policy orders within each tier: heuristic "
+                    "ties all its keys (verdict window, failure rate, estimated duration: the policy breaks only the "
+                    "heuristic's own ties), failure_record the window and the failure rate, recent_failures the "
+                    "newest tier_window runs (envs.agents.testprio.ranking).")
     tier_window: int | None = Field(
         default=None, ge=1, le=HISTORY_CAPACITY,
         description="With tiers recent_failures: how many of the newest runs define a tier (None: history_window's); "
-                    "shorter keeps old failures as features, not as a rank.")
+                    "shorter lets the policy move an older failure within its tier.")
     residual_rounds: int | None = Field(
         default=None, ge=1, le=64,
-        description="With tiers recent_failures, pairwise: None orders each tier in full; k starts each tier from "
-                    "shorter-first and swaps neighbours for k rounds, so a test moves at most 2k places.")
+        description="With tiers, pairwise: None orders each tier in full; k starts from the heuristic's own order and "
+                    "swaps neighbours of one tier for k rounds, so a test moves at most 2k places (with a comparator "
+                    "that never swaps, the agent is the heuristic).")
     pair_reward: Literal["optimal_order", "apfdc"] = Field(
         default="optimal_order",
         description="Pairwise reward: optimal_order (+1/-1 for agreeing with failing-first-then-shorter) or apfdc "
@@ -125,9 +128,12 @@ class PrioritizationConfig(StrictModel):
         if self.history_window is not None and self.tier_window is not None and self.tier_window > self.history_window:
             raise ValueError(f"env_config.tier_window {self.tier_window} is longer than history_window "
                              f"{self.history_window}: a tier reads the observation's verdict window; shorten it")
-        if self.residual_rounds is not None and self.tiers != "recent_failures":
+        if self.tier_window is not None and self.tiers != "recent_failures":
+            raise ValueError(f"env_config.tier_window shortens the tiers of tiers: recent_failures (tiers is "
+                             f"{self.tiers!r}, which reads the whole window); drop it or set tiers: recent_failures")
+        if self.residual_rounds is not None and self.tiers == "none":
             raise ValueError("env_config.residual_rounds bounds a residual over the heuristic's tiers: set tiers: "
-                             "recent_failures too, or drop it")
+                             "heuristic (or recent_failures) too, or drop it")
         if self.split == "validation" and self.validation_fraction <= 0:
             raise ValueError("env_config.split: 'validation' needs a validation split; set validation_fraction "
                              "(e.g. 0.15: the last 15% of the cycles before the test split)")

@@ -46,7 +46,7 @@ class CycleReader:
     train_fraction: float
     validation_fraction: float
     refusal: str = ""                  # why a lone cycle cannot give this policy's observation ("" when it can)
-    tiers: str = "none"                # env_config.tiers: the policy orders within the heuristic's tiers or not
+    tiers: str = "none"                # env_config.tiers: the heuristic's tiers the policy orders within, or none
     residual_rounds: int | None = None  # env_config.residual_rounds: how far it may move a test from the prior
     tier_window: int | None = None      # the newest runs that define a tier (env_config.tier_window, at most window)
     # The mode an env_config without `mode` means (the pairwise env implies it; its family names the subclass).
@@ -128,8 +128,8 @@ class CycleReader:
         features = build_portable(history, self.window)
         tiebreak = tiebreak_order(len(frame), np.random.default_rng(self.seed))
         order = order_cycle(policy, features.matrix, tiebreak, mode=self.mode, priority_buckets=self.priority_buckets,
-                            tiers=self.tiers, window=self.tier_window or self.window,
-                            durations=features.duration_estimates,
+                            tiers=self.tiers, window=self.window, tier_window=self.tier_window,
+                            durations=features.duration_estimates, failure_rates=history.failure_rates,
                             residual_rounds=self.residual_rounds)
         return pd.DataFrame({"Name": history.test_ids[order], "position": np.arange(1, len(order) + 1),
                              "row": order})

@@ -87,6 +87,12 @@ class CIHistory:
         return np.diff(self.offsets)
 
     @property
+    def failure_rates(self) -> np.ndarray:
+        """Failed runs / runs before each row (0 for a new test): the heuristic's second key and a feature, one
+        definition for both, so the agent's prior reproduces the heuristic's order exactly."""
+        return self.prior_failures / np.maximum(self.prior_runs, 1)
+
+    @property
     def default_history_window(self) -> int:
         return DEFAULT_HISTORY_WINDOW[self.format]
 

@@ -46,7 +46,7 @@ from envs.agents.testprio import metrics
 from envs.agents.testprio.config import PrioritizationConfig, parse_config
 from envs.agents.testprio.dataset import PreparedData, prepare
 from envs.agents.testprio.features import CLIP
-from envs.agents.testprio.ranking import failure_tiers, pair_observations
+from envs.agents.testprio.ranking import cycle_tiers, pair_observations
 from envs.errors import InputError
 
 
@@ -260,9 +260,9 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
     ## Starting State
 
     A cycle drawn uniformly from the split; pairs drawn from its tests, a share `mixed_pair_fraction` as
-    (failing, passing) pairs when the cycle has both verdicts, sides random. With `tiers: recent_failures` both
-    tests of a pair share their recent failures (ranking.failure_tiers): the only comparisons the tiered ranking
-    asks; cycles without two such tests are not drawn.
+    (failing, passing) pairs when the cycle has both verdicts, sides random. With `tiers` both tests of a pair
+    share one tier of the heuristic (ranking.cycle_tiers): the only comparisons the tiered ranking asks; cycles
+    without two such tests are not drawn.
 
     ## Episode End
 
@@ -286,14 +286,15 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
         self.observation_space = spaces.Box(-CLIP, CLIP, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)
         self._durations = self.data.history.durations
-        self._tiers = (failure_tiers(self._features, self.config.tier_runs(self.data.window), self._offsets)
-                       if self.config.tiers == "recent_failures" else None)
+        self._tiers = None if self.config.tiers == "none" else cycle_tiers(
+            self._features, self.config.tiers, self.data.window, self.config.tier_runs(self.data.window),
+            self.data.history.failure_rates, self.data.features.duration_estimates, self._offsets)
         if self._tiers is not None:
             self._cycles = self._cycles[[self._has_tier_pair(c) for c in self._cycles]]
             if self._cycles.size == 0:
                 raise InputError(f"{self.data.history.source}: no cycle of the {self.config.split} split has two "
-                                 "tests with the same recent failures to compare (tiers: recent_failures); use "
-                                 "tiers: none or more cycles")
+                                 f"tests of one tier to compare (tiers: {self.config.tiers}); use tiers: none or "
+                                 "more cycles")
         self._left = np.zeros(0, dtype=np.int64)
         self._right = np.zeros(0, dtype=np.int64)
         self._target = np.zeros(0, dtype=np.float64)
@@ -329,7 +330,7 @@ class PairwiseTestPrioritizationEnv(_PrioritizationEnv):
 
     def _sample_pairs(self, cycle: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices of `pairs_per_cycle` (left, right) pairs of distinct tests of a cycle (of one tier each with
-        `tiers: recent_failures`)."""
+        `tiers`)."""
         if self._tiers is not None:
             return self._sample_tier_pairs(cycle)
         rng, count = self.np_random, self.config.pairs_per_cycle

@@ -31,7 +31,7 @@ from envs.agents.testprio import baselines, metrics
 from envs.agents.testprio.config import PrioritizationConfig, parse_config
 from envs.agents.testprio.dataset import PreparedData, prepare
 from envs.agents.testprio.learning_to_rank import LearningToRank
-from envs.agents.testprio.ranking import failure_tiers, order_cycle, rank_within_tiers, tiebreak_order
+from envs.agents.testprio.ranking import cycle_tiers, order_cycle, rank_within_tiers, tiebreak_order
 from envs.errors import InputError
 from envs.report import EvaluationReport, Policy
 
@@ -119,13 +119,14 @@ def evaluate_policy(policy: Policy, env_config: Mapping[str, Any] | None) -> Eva
         "their published numbers.",
         f"napfd runs tests in order within {config.time_budget:.0%} of each cycle's total duration.",
         f"{config.mode} agent; " + (
-            f"within the heuristic's tiers (failures in the last {config.tier_runs(data.window)} runs), from shorter "
-            f"estimated duration first, {config.residual_rounds} rounds of neighbour swaps."
+            f"within the heuristic's tiers ({tier_rule(config, data.window)}), from the heuristic's own order, "
+            f"{config.residual_rounds} rounds of neighbour swaps (none: the heuristic's order)."
             if config.residual_rounds is not None else
             "its ties are broken by a permutation seeded with env_config.seed"
-            + (", within the heuristic's tiers." if config.tiers == "recent_failures" else ".")),
+            + (f", within the heuristic's tiers ({tier_rule(config, data.window)})." if config.tiers != "none"
+               else ".")),
         f"{LEARNED_BASELINE}: LightGBM lambdarank on the same features, fitted on the agent's training cycles"
-        f"{' (ranking within the same tiers as the agent)' if config.tiers == 'recent_failures' else ''}.",
+        f"{' (ranking within the same tiers as the agent)' if config.tiers != 'none' else ''}.",
     ]
     if config.validation_fraction > 0:
         notes.append(selection_note(config))
@@ -213,10 +214,8 @@ def score_cycles(policy: Policy, config: PrioritizationConfig, data: PreparedDat
         if span.stop - span.start < 2:
             continue
         tiebreak = tiebreak_order(span.stop - span.start, rng)
-        cycle_features = features.matrix[span]
         orders = {"agent": agent_order(policy, config, data, span, tiebreak),
-                  LEARNED_BASELINE: learned_order(ranker, config, cycle_features, tiebreak,
-                                                  config.tier_runs(data.window)),
+                  LEARNED_BASELINE: learned_order(ranker, config, data, span, tiebreak),
                   **baseline_orders(data, span, rng)}
         rows += cycle_scores(orders, data, span, config.time_budget, cycle=history.cycle_ids[cycle])
     return pd.DataFrame(rows, columns=["cycle", "strategy", "tests", *FAILURE_METRICS, "nrpa"])
@@ -226,27 +225,38 @@ def agent_order(policy: Policy, config: PrioritizationConfig, data: PreparedData
                 tiebreak: np.ndarray) -> np.ndarray:
     """The policy's order of the cycle at `span` as `config` ranks (ranking.order_cycle)."""
     return order_cycle(policy, data.features.matrix[span], tiebreak, mode=config.mode,
-                       priority_buckets=config.priority_buckets, tiers=config.tiers,
-                       window=config.tier_runs(data.window),
-                       durations=data.features.duration_estimates[span], residual_rounds=config.residual_rounds)
+                       priority_buckets=config.priority_buckets, tiers=config.tiers, window=data.window,
+                       tier_window=config.tier_runs(data.window), durations=data.features.duration_estimates[span],
+                       failure_rates=data.history.failure_rates[span], residual_rounds=config.residual_rounds)
 
 
-def learned_order(ranker: LearningToRank, config: PrioritizationConfig, features: np.ndarray, tiebreak: np.ndarray,
-                  window: int) -> np.ndarray:
-    """The learned baseline's order of one cycle, in the agent's structure: within the heuristic's tiers when the
-    agent ranks within them (the same features, targets and tiers: the comparison is of the learner alone)."""
-    if config.tiers == "recent_failures":
-        return rank_within_tiers(lambda members: ranker.order(features, members), failure_tiers(features, window),
-                                 tiebreak)
+def learned_order(ranker: LearningToRank, config: PrioritizationConfig, data: PreparedData, span: slice,
+                  tiebreak: np.ndarray) -> np.ndarray:
+    """The learned baseline's order of the cycle at `span`, in the agent's structure: within the heuristic's tiers
+    when the agent ranks within them (the same features, targets and tiers: the comparison is of the learner
+    alone)."""
+    features = data.features.matrix[span]
+    if config.tiers != "none":
+        tiers = cycle_tiers(features, config.tiers, data.window, config.tier_runs(data.window),
+                            data.history.failure_rates[span], data.features.duration_estimates[span])
+        return rank_within_tiers(lambda members: ranker.order(features, members), tiers, tiebreak)
     return ranker.order(features, tiebreak)
+
+
+def tier_rule(config: PrioritizationConfig, window: int) -> str:
+    """What a tier ties under `config` (ranking.cycle_tiers), for the evaluation's notes."""
+    if config.tiers == "heuristic":
+        return f"every key of the heuristic tied: failures in the last {window} runs, failure rate, estimated duration"
+    if config.tiers == "failure_record":
+        return f"the same failures in the last {window} runs and the same failure rate"
+    return f"the same failures in the last {config.tier_runs(window)} runs"
 
 
 def baseline_orders(data: PreparedData, span: slice, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Every baseline of the family's table on one cycle, in the table's order (so the generator's draws do not
     depend on who else ranked the cycle)."""
     history = data.history
-    view = baselines.Cycle(history.history[span, : data.window],
-                           history.prior_failures[span] / np.maximum(history.prior_runs[span], 1),
+    view = baselines.Cycle(history.history[span, : data.window], history.failure_rates[span],
                            data.features.duration_estimates[span], history.verdicts[span], history.durations[span])
     return {b.name: b.decide(view, rng) for b in baselines.BASELINES}
 

@@ -71,7 +71,7 @@ def build_features(history: CIHistory, window: int, train_cycles: int, extended:
     """Features for every row; scale statistics come from the first `train_cycles` cycles."""
     train_rows = slice(0, int(history.offsets[train_cycles]))
     verdict_window = history.history[:, :window].astype(np.float32)
-    failure_rate = history.prior_failures / np.maximum(history.prior_runs, 1)
+    failure_rate = history.failure_rates
 
     duration = history.duration_estimates.copy()
     known_train = duration[train_rows][~np.isnan(duration[train_rows])]
@@ -119,7 +119,7 @@ def build_portable(history: CIHistory, window: int) -> FeatureSet:
     capacity = history.history.shape[1]
     sizes = history.cycle_sizes.astype(np.float64)
     columns = {
-        "failure_rate": history.prior_failures / np.maximum(history.prior_runs, 1),
+        "failure_rate": history.failure_rates,
         "failure_ema_0.5": stats.rates[0],
         "failure_ema_0.8": stats.rates[1],
         "flip_rate": stats.flips,

@@ -22,14 +22,18 @@ keeps a cycle of a thousand tests within tens of milliseconds. With a consistent
 this is exactly the sequential merge; with an inconsistent one the cuts are clipped so that
 the result is still a permutation.
 
-Tiers (`env_config.tiers: recent_failures`): the policy is a residual over the recent-failures heuristic's
-ranks. Tests whose verdict windows fail at the same runs form a tier; tiers run in the heuristic's order (a failure
-in a newer run first: `failure_tiers`), and the policy orders the tests within each tier (`rank_within_tiers`). A
-comparator then decides only what the heuristic leaves open (which of two tests with the same recent failures runs
-first), so what a history never taught it (training histories that rarely fail) cannot put a test that just failed
-behind one that did not. With `residual_rounds: k` the residual is bounded too: each tier starts from the prior
-order (shorter estimated duration first) and the comparator only swaps neighbours, k rounds of odd-even
-transposition (`residual_transpositions`).
+Tiers: the policy is a residual over the recent-failures heuristic (baselines.recent_failures_order: the verdict
+window newest run first, then the failure rate, then shorter). Tests that tie on some of the heuristic's keys form a
+tier, tiers run in the heuristic's order, and the policy orders the tests within each tier only
+(`rank_within_tiers`). `env_config.tiers` says which keys a tier ties (`cycle_tiers`): `heuristic`, all of them (the
+policy only breaks the heuristic's own ties, which it leaves to row order); `failure_record`, every run of the
+verdict window and the failure rate (the policy may override the duration key); `recent_failures`, the failures of
+the newest `tier_window` runs (the policy may also move an older failure or a higher failure rate behind a test
+without one, which is how an agent falls below the heuristic on failures that recur every 5-20 runs: issue 51).
+With `residual_rounds: k` the residual is bounded too: the prior is the heuristic's own order (its ties in row
+order, as the heuristic breaks them), and the comparator only swaps neighbours of one tier, k rounds of odd-even
+transposition (`residual_transpositions`). A comparator that never swaps (a zero residual) therefore ranks exactly
+as the heuristic does.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from typing import Callable
 
 import numpy as np
 
+from envs.agents.testprio.baselines import recent_failures_order
 from envs.report import Policy
 
 TOURNAMENT_MAX_TESTS = 200
@@ -50,19 +55,19 @@ def tiebreak_order(n_tests: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def order_cycle(policy: Policy, features: np.ndarray, tiebreak: np.ndarray, *, mode: str, priority_buckets: int,
-                tiers: str, window: int, durations: np.ndarray | None = None,
-                residual_rounds: int | None = None) -> np.ndarray:
+                tiers: str, window: int, tier_window: int | None = None, durations: np.ndarray | None = None,
+                failure_rates: np.ndarray | None = None, residual_rounds: int | None = None) -> np.ndarray:
     """A policy's order of one cycle: a comparator (mode "pairwise") or priority buckets ("pointwise"), over the
-    whole cycle (tiers "none") or within the recent-failures heuristic's tiers of the `window`-run verdict window
-    ("recent_failures"). With `residual_rounds` (pairwise, tiers) each tier starts from the prior order, shorter
-    estimated duration (`durations`) first, and the comparator moves a test only by `residual_transpositions`.
-    The evaluator, the transfer scorer and the served model all rank through this."""
+    whole cycle (tiers "none") or within the heuristic's tiers (`cycle_tiers`; `window`: the verdict window the
+    heuristic reads, the first feature columns). With `residual_rounds` (pairwise, tiers) the prior is the heuristic's
+    order of the cycle (which reads the estimated `durations` and the `failure_rates`), and the comparator moves a
+    test only by `residual_transpositions` within its tier. The evaluator, the transfer scorer and the served model
+    all rank through this."""
+    tiers_of = None if tiers == "none" else cycle_tiers(features, tiers, window, tier_window, failure_rates, durations)
     if residual_rounds is not None:
-        if mode != "pairwise" or tiers != "recent_failures" or durations is None:
-            raise ValueError("residual_rounds needs a pairwise policy, tiers: recent_failures and duration estimates")
-        tiers_of = failure_tiers(features, window)
-        shorter_first = tiebreak[np.argsort(np.asarray(durations)[tiebreak], kind="stable")]
-        prior = shorter_first[np.argsort(tiers_of[shorter_first], kind="stable")]
+        if mode != "pairwise" or tiers_of is None or durations is None or failure_rates is None:
+            raise ValueError("residual_rounds needs a pairwise policy, tiers, duration estimates and failure rates")
+        prior = recent_failures_order(features[:, :window], failure_rates, np.asarray(durations))
         return residual_transpositions(policy, features, prior, residual_rounds, groups=tiers_of)
     if mode == "pairwise":
         def rank(members: np.ndarray) -> np.ndarray:
@@ -70,9 +75,28 @@ def order_cycle(policy: Policy, features: np.ndarray, tiebreak: np.ndarray, *, m
     else:
         def rank(members: np.ndarray) -> np.ndarray:
             return rank_pointwise(policy, features, members, priority_buckets)
-    if tiers == "recent_failures":
-        return rank_within_tiers(rank, failure_tiers(features, window), tiebreak)
+    if tiers_of is not None:
+        return rank_within_tiers(rank, tiers_of, tiebreak)
     return rank(tiebreak)
+
+
+def cycle_tiers(features: np.ndarray, tiers: str, window: int, tier_window: int | None = None,
+                failure_rates: np.ndarray | None = None, durations: np.ndarray | None = None,
+                offsets: np.ndarray | None = None) -> np.ndarray:
+    """Each test's tier (`failure_tiers`) under `env_config.tiers`, from the heuristic's keys (`window`: the verdict
+    window it reads): "heuristic" ties all of them, the whole verdict window, the failure rate and the estimated
+    duration (the policy breaks only the heuristic's own ties); "failure_record" the window and the failure rate;
+    "recent_failures" the newest `tier_window` runs (None: the whole window)."""
+    if tiers == "recent_failures":
+        return failure_tiers(features, min(tier_window or window, window), offsets)
+    if failure_rates is None or (tiers == "heuristic" and durations is None):
+        raise ValueError(f"tiers {tiers!r} needs the tests' failure rates (and, for 'heuristic', duration estimates)")
+    further = [-np.asarray(failure_rates, dtype=np.float64)]  # a higher failure rate first, then shorter
+    if tiers == "heuristic":
+        further.append(np.asarray(durations, dtype=np.float64))
+    elif tiers != "failure_record":
+        raise ValueError(f"unknown tiers {tiers!r}")
+    return failure_tiers(features, window, offsets, np.column_stack(further))
 
 
 def rank_pointwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray, n_actions: int) -> np.ndarray:
@@ -88,16 +112,22 @@ def rank_pairwise(policy: Policy, features: np.ndarray, tiebreak: np.ndarray) ->
     return _lockstep_merge_sort(policy, features, tiebreak)
 
 
-def failure_tiers(features: np.ndarray, window: int, offsets: np.ndarray | None = None) -> np.ndarray:
+def failure_tiers(features: np.ndarray, window: int, offsets: np.ndarray | None = None,
+                  then_by: np.ndarray | None = None) -> np.ndarray:
     """Each test's tier within its cycle, 0 running first: tests whose verdict windows (the first `window` feature
     columns, newest run first, 1 = failed) failed at the same runs share a tier, and tiers are in the recent-failures
     heuristic's order (baselines.recent_failures_order's primary keys: a failure in the last run first, then the run
-    before). `features` is one cycle's rows, or a whole history's with its cycle `offsets` (one sort for all)."""
+    before). `then_by` (n, k): further keys, each ascending after the window's, that a tier also ties (the heuristic's
+    next keys; pass the whole verdict window then, or the tiers are not contiguous in the heuristic's order).
+    `features` is one cycle's rows, or a whole history's with its cycle `offsets` (one sort for all)."""
     failed = np.asarray(features)[:, :window] == 1
+    further = np.zeros((len(failed), 0)) if then_by is None else np.asarray(then_by, dtype=np.float64)
+    keys = np.column_stack([failed, further])
     bounds = np.array([0, len(failed)]) if offsets is None else np.asarray(offsets)
     cycle = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-    order = np.lexsort([*(~failed[:, k] for k in range(window - 1, -1, -1)), cycle])
-    ordered, cycles = failed[order], cycle[order]
+    order = np.lexsort([*(further[:, k] for k in range(further.shape[1] - 1, -1, -1)),
+                        *(~failed[:, k] for k in range(window - 1, -1, -1)), cycle])
+    ordered, cycles = keys[order], cycle[order]
     new_cycle = np.concatenate([[True], cycles[1:] != cycles[:-1]])
     new_tier = new_cycle | np.concatenate([[True], np.any(ordered[1:] != ordered[:-1], axis=1)])
     tier = np.cumsum(new_tier) - 1

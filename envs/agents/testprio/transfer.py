@@ -107,7 +107,7 @@ def score_history(policy: Policy, env_config: Mapping[str, Any], learners: Mappi
         seconds.append(time.perf_counter() - started)
         orders.update({name: agent_order(learner, config, data, span, tiebreak) for name, learner in live.items()})
         if ranker is not None:
-            orders[LEARNED_BASELINE] = learned_order(ranker, config, features, tiebreak, config.tier_runs(data.window))
+            orders[LEARNED_BASELINE] = learned_order(ranker, config, data, span, tiebreak)
         orders.update(baseline_orders(data, span, rng))
         rows += cycle_scores(orders, data, span, config.time_budget, position=position + 1,
                              cycle=history.cycle_ids[cycle])
