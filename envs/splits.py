@@ -10,6 +10,10 @@ validation rows and is scored once on its test rows.
   their out-of-sample returns join into one series; each fold validates on the `validation_size`
   rows before its test window and trains on everything before that (`expanding`) or on the last
   `train_size` rows (`rolling`).
+- `refit`: one fold that holds nothing out, for a configuration already chosen and tested on another protocol's
+  folds (`experiments.retrain --refit`): it trains on every row (`expanding`) or on the last `train_size` rows
+  (`rolling`). Its validation part is empty, and so is its test part unless `test_size` rows at the end are kept
+  out of training: the bars that arrived after a refit, to backtest it on.
 
 A protocol is data, not a code path: an env resolves `(protocol, fold index)` against its own axis
 length with `Protocol.fold(n, index)`, so the holdout default and every walk-forward fold go through
@@ -25,7 +29,7 @@ import numpy as np
 
 from envs.errors import InputError
 
-PROTOCOLS = ("holdout", "walk_forward")
+PROTOCOLS = ("holdout", "walk_forward", "refit")
 TRAIN_WINDOWS = ("expanding", "rolling")
 PARTS = ("train", "validation", "test")
 
@@ -97,6 +101,9 @@ class Protocol:
                 raise InputError(f"{_key(source, 'folds')}: holdout has one fold: "
                                  f"use type: walk_forward for folds: {self.folds}")
             return
+        if self.type == "refit":
+            self._check_refit(source)
+            return
         if self.folds < 1:
             raise InputError(f"{_key(source, 'folds')}: at least 1")
         for name in ("validation_size", "test_size"):
@@ -106,6 +113,24 @@ class Protocol:
             raise InputError(f"{_key(source, 'train_size')}: a rolling train window needs its length in rows")
         if self.train == "expanding" and self.train_size is not None:
             raise InputError(f"{_key(source, 'train_size')}: only for train: rolling (expanding uses all earlier rows)")
+
+    def _check_refit(self, source: str) -> None:
+        for name, value in (("folds", self.folds != 1), ("validation_size", self.validation_size),
+                            ("embargo", self.embargo)):
+            if value:
+                raise InputError(f"{_key(source, name)}: a refit is one fold with no validation part and no "
+                                 f"embargo: remove {name}")
+        if self.train == "rolling" and not self.train_size:
+            raise InputError(f"{_key(source, 'train_size')}: a rolling train window needs its length in rows")
+        if self.train == "expanding" and self.train_size is not None:
+            raise InputError(f"{_key(source, 'train_size')}: only for train: rolling (expanding uses all earlier rows)")
+
+    def required_parts(self) -> tuple[str, ...]:
+        """The parts every fold must fill: all three, except that a refit has no validation part, and a test part
+        only when `test_size` keeps one."""
+        if self.type != "refit":
+            return PARTS
+        return ("train", "test") if self.test_size else ("train",)
 
     @property
     def num_folds(self) -> int:
@@ -121,8 +146,9 @@ class Protocol:
         """Fold `index` on an axis of `n` rows; an InputError if it does not fit."""
         if not 0 <= index < self.num_folds:
             raise InputError(f"{source}: fold {index} does not exist: this protocol has {self.num_folds} fold(s)")
-        fold = self._holdout(n) if self.type == "holdout" else self._walk_forward(n, index)
-        for name in PARTS:
+        cut = {"holdout": self._holdout, "refit": self._refit}.get(self.type)
+        fold = cut(n) if cut else self._walk_forward(n, index)
+        for name in self.required_parts():
             start, end = fold.part(name)
             if end - start < min_rows:
                 raise InputError(f"{source}: fold {index}'s {name} part has {max(end - start, 0)} rows of the "
@@ -138,6 +164,14 @@ class Protocol:
         validation_end = int(n * (self.fractions[0] + self.fractions[1]))
         e = self.embargo
         return Fold(0, (0, train_end), (train_end + e, validation_end), (validation_end + e, n))
+
+    def _refit(self, n: int) -> Fold:
+        train_end = n - int(self.test_size or 0)
+        train_start = 0 if self.train == "expanding" else train_end - int(self.train_size or 0)
+        if train_start < 0:
+            raise InputError(f"protocol refit: its rolling train window needs {-train_start} rows more history than "
+                             f"the {n} available: use a longer history or a shorter train_size")
+        return Fold(0, (train_start, max(train_end, 0)), (train_end, train_end), (train_end, n))
 
     def _walk_forward(self, n: int, index: int) -> Fold:
         test_size, validation_size = int(self.test_size or 0), int(self.validation_size or 0)

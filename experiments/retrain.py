@@ -25,6 +25,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mode", choices=("incremental", "full"), help="override retrain.mode")
     parser.add_argument("--promote", action="store_true",
                         help="give the challenger the champion alias whatever the gate says (recorded on the version)")
+    parser.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
+                        help="after the gate, train the champion's configuration through the newest bar and register "
+                             "it under the refit alias, which serves (default: retrain.refit)")
+    parser.add_argument("--refit-only", action="store_true",
+                        help="no challenger: refit the champion through the newest bar (after a refit that failed, or "
+                             "a retrain without --refit)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting by dotted path (repeatable), as with experiments.run")
     parser.add_argument("--smoke-test", action="store_true", help="the challenger's sweep on the smoke budget")
@@ -39,7 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def options_from(args: argparse.Namespace) -> RetrainOptions:
     run = RunOptions(smoke_test=args.smoke_test, hardware=args.hardware, address=args.address, storage=args.storage,
                      output=args.output, dashboard=not args.no_dashboard)
-    return RetrainOptions(mode=args.mode, promote=args.promote, check_only=args.dry_run, run=run)
+    return RetrainOptions(mode=args.mode, promote=args.promote, check_only=args.dry_run, refit=args.refit,
+                          refit_only=args.refit_only, run=run)
 
 
 def main(argv: list[str] | None = None) -> int:

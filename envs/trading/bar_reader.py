@@ -91,8 +91,10 @@ class BarReader(FeatureWindowReader):
                   "slippage_bps": cfg.slippage_bps, "maintenance_margin": cfg.maintenance_margin,
                   "min_trade": cfg.min_trade, "gaps": market.gaps, "calendar": market.calendar,
                   "bars_per_year": market.bars_per_year, "data_start": _iso(stamps[0]),
-                  "data_end": _iso(stamps[-1]), "test_start": _iso(stamps[test_lo]),
-                  "test_end": _iso(stamps[test_hi - 1])}
+                  "data_end": _iso(stamps[-1]),
+                  # a refit (envs.splits) has no test window: ""
+                  "test_start": _iso(stamps[test_lo]) if test_hi > test_lo else "",
+                  "test_end": _iso(stamps[test_hi - 1]) if test_hi > test_lo else ""}
         if needed is None:
             return cls(**common, refusal=f"its features read another series than the bars ({other}): predict "
                                          "takes this model's observations, not bars")

@@ -17,7 +17,7 @@ from envs.trading.sources import bars_path, load_source_bars
 
 def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
     """The three parts of the env_config's fold of its bars (the train part from its first row: the feature warm-up
-    is read too)."""
+    is read too); a part a refit leaves empty is left out."""
     cfg = TradingConfig.from_dict(env_config)
     bars = _bars(_source_key(cfg))
     label = _label(cfg)
@@ -27,6 +27,8 @@ def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
     parts = []
     for name in PARTS:
         start, end = fold.part(name)
+        if end == start:
+            continue
         parts.append(DataPart(label, name, part_digest(digest, start, end), source, end - start, f"{stamps[start]}",
                               f"{stamps[end - 1]}", fold.index))
     return parts

@@ -227,7 +227,9 @@ def load_market(cfg: TradingConfig) -> Market:
     # The first decision needs every feature of its whole observation window complete behind it.
     train_start, train_end = fold.train
     bounds["train"] = (max(train_start, first_decision_row(raw, needed, cfg.window)), train_end)
-    check_split_lengths(bounds, cfg.episode_length, where, cfg.decision_interval)
+    # A refit (envs.splits) has no validation part, and a test part only for bars that arrived after it
+    check_split_lengths({name: bounds[name] for name in protocol.required_parts()}, cfg.episode_length, where,
+                        cfg.decision_interval)
     middle = (bounds["validation"][0] + bounds["validation"][1]) // 2
     bounds.update(zip(VALIDATION_HALVES, ((bounds["validation"][0], middle), (middle, bounds["validation"][1])),
                       strict=True))
@@ -261,10 +263,11 @@ def load_market(cfg: TradingConfig) -> Market:
 
 
 def split_periods(market: Market) -> dict[str, tuple[str, str]]:
-    """First and last bar of each part of a market's fold, e.g. {"train": ("2017-07-05", "2018-09-28")}."""
+    """First and last bar of each part of a market's fold, e.g. {"train": ("2017-07-05", "2018-09-28")}; a part a
+    refit leaves empty is not named."""
     stamps = market.timestamps
     return {name: (f"{stamps[market.bounds[name][0]]:%Y-%m-%d}", f"{stamps[market.bounds[name][1] - 1]:%Y-%m-%d}")
-            for name in SPLITS}
+            for name in SPLITS if market.bounds[name][1] > market.bounds[name][0]}
 
 
 _timestamps_cache: dict[tuple[str, str], np.ndarray] = {}

@@ -92,7 +92,7 @@ def rerun_command(request: RunRequest, resume: bool) -> str:
     return shlex.join(words + (["--resume"] if resume else []))
 
 
-def _silence_rllib_import_noise() -> None:
+def silence_rllib_import_noise() -> None:
     """RLlib's algorithm registry builds a DreamerV3 debug CartPole at import time, whose float64
     Box bounds make Gymnasium warn in the driver. The warning is about RLlib's env, not ours."""
     warnings.filterwarnings("ignore", category=UserWarning,
@@ -102,7 +102,7 @@ def _silence_rllib_import_noise() -> None:
                             category=UserWarning)
 
 
-def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[str, str]):
+def trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[str, str]):
     static = flatten(exp.model_dump(mode="json", exclude={"tune", "tracking", "description"}))
 
     def params(trial: Any) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def _trial_params(exp: ExperimentConfig, plan: ResourcePlan, search_keys: dict[s
     return params
 
 
-def _trial_data(family: EnvFamily, trial: Any) -> list[DataPart]:
+def trial_data(family: EnvFamily, trial: Any) -> list[DataPart]:
     """The parts of the data a trial reads (its own env_config: its fold, its coin)."""
     return family.data_parts(dict(trial.config.get("env_config") or {}))
 
@@ -157,7 +157,7 @@ def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest,
     status_file = StatusFile(options.status_file)
     status_file.update(phase="starting", name=exp.name)
     torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
-    _silence_rllib_import_noise()
+    silence_rllib_import_noise()
     bound_waits(os.environ)
     experiment_dir = options.output.resolve() / exp.name
     previous = None
@@ -249,8 +249,8 @@ def _sweep(checked: Checked, request: RunRequest, console: Console, client: Mlfl
         tuner = restore_tuner(exp, storage, previous.tune_dir, params)
     else:
         tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
-                                      _trial_params(exp, plan, params.search_keys), tags,
-                                      trial_tags(exp.family.tag_keys), functools.partial(_trial_data, exp.family))
+                                      trial_params(exp, plan, params.search_keys), tags,
+                                      trial_tags(exp.family.tag_keys), functools.partial(trial_data, exp.family))
         tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
                            [tracker, TrialProgress(console, params.search_keys, status=status_file)])
     results, interrupted = fit(tuner, out_dir / "tune.log", resuming=previous is not None)

@@ -98,6 +98,7 @@ class RetrainResult:
     challenger: RunResult | None = None
     champion_version: str | None = None
     challenger_version: str | None = None
+    refit_version: str | None = None   # the champion's refit through the newest bar (--refit), its `refit` alias
     promoted: bool = False
     decision: str = ""        # the gate's line
     forward: pd.DataFrame | None = None  # the forward window's table: champion, challenger, baselines

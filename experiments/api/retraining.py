@@ -17,8 +17,15 @@ the champion, a gate.
    recorded. With no champion yet, the first challenger becomes one only if its verdict supports an edge over
    every baseline; else nothing is promoted, said in one line, exit 0. A `--smoke-test` retrain never sets the
    champion alias on its own (only `--promote` does), said in one line.
+4. With `--refit` (or `retrain.refit: true`), the champion after the gate (the challenger if it was promoted, else
+   the champion it kept) is refit: its configuration trained through the newest bar, nothing held out, registered
+   as its own version under the `refit` alias (experiments/api/refitting.py), which serves. Everything the refit
+   needs is checked before the challenger trains. `--refit-only` refits the champion without a challenger (after a
+   refit that failed, or a retrain without --refit). A champion promoted without a refit retires a `refit` alias
+   that refits an older champion, so it never serves a configuration the gate replaced.
 
-Its exit code is the challenger run's (experiments/records/exits.py), 1 when no challenger was registered.
+Its exit code is the challenger run's (experiments/records/exits.py), 1 when no challenger was registered, 3 when
+the refit failed after it (1 for --refit-only).
 """
 from __future__ import annotations
 
@@ -33,6 +40,8 @@ from rich.markup import escape
 
 from envs.errors import InputError, RunFault
 from experiments.api.options import RunOptions
+from experiments.api.refit_plan import REFIT_ALIAS
+from experiments.api.refitting import RefitPlan, plan_refit, train_refit
 from experiments.api.result import RetrainResult, RunResult
 from experiments.records.exits import ExitCode
 from experiments.results.promotion import (
@@ -51,12 +60,15 @@ from experiments.storage.filesystem import resolve_storage
 @dataclass(frozen=True)
 class RetrainOptions:
     """What `experiments.retrain`'s flags say beyond a run's: the retrain mode (else retrain.mode), whether the
-    challenger is promoted whatever the gate says, and whether to stop after checking the file, the champion and
-    the forward window."""
+    challenger is promoted whatever the gate says, whether the champion is refit after the gate (None: retrain.refit)
+    or refit alone with no challenger, and whether to stop after checking the file, the champion, the forward window
+    and the refit."""
 
     mode: str | None = None
     promote: bool = False
     check_only: bool = False
+    refit: bool | None = None
+    refit_only: bool = False
     run: RunOptions = field(default_factory=RunOptions)
 
 
@@ -81,26 +93,40 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
                          "experiments.paper)")
     if options.mode not in (None, "incremental", "full"):
         raise InputError(f"retrain mode {options.mode!r}: use incremental or full")
+    clashing = [flag for flag, given in (("--mode", options.mode), ("--promote", options.promote),
+                                         ("--no-refit", options.refit is False)) if given]
+    if options.refit_only and clashing:
+        raise InputError(f"--refit-only trains no challenger and refits the champion: leave out {', '.join(clashing)}")
     # The challenger's sweep runs with --set name=<the experiment's>, so --set data_path does not rename the model.
     name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test,
                               exp.family.data_keys)
     client = make_client(exp.tracking_uri())
     mlflow.set_tracking_uri(exp.tracking_uri())
     champion = champion_of(client, name)
-    mode = options.mode or settings.mode
-    if champion is None and mode == "incremental":
-        console.print(f"models:/{name}@champion does not exist yet: the first challenger comes from the full sweep",
-                      markup=False)
-        mode = "full"
     data_path = env_config.get("data_path")
     if not data_path:
         raise InputError(f"{conf}: environment.env_config.data_path: retraining appends to a dataset file; "
                          "name one (python -m experiments.data update PATH appends bars to it)")
     bars = load_bars(data_path)
+    if options.refit_only:
+        return refit_alone(client, conf, overrides, exp, name, champion, bars, data_path, options, console)
+    refit = settings.refit if options.refit is None else options.refit
+    mode = options.mode or settings.mode
+    if champion is None and mode == "incremental":
+        console.print(f"models:/{name}@champion does not exist yet: the first challenger comes from the full sweep",
+                      markup=False)
+        mode = "full"
+    # Checked before the challenger trains: a refit that would be refused refuses the whole retrain.
+    planned = plan_refit(client, conf, overrides, exp, champion, bars.index, data_path, exp.smoke_test) if (
+        refit and champion is not None) else None
     forward = forward_rows(bars, settings.forward_bars, champion, data_path)
     console.print(f"forward window: {bars.index[forward.start]} .. {bars.index[forward.stop - 1]} "
                   f"({len(forward)} bars, not trained or selected on by either model)", markup=False)
     result = RetrainResult(ExitCode.OK, champion_version=str(champion.version) if champion else None)
+    if refit:
+        console.print(f"refit after the gate: {planned.describe()}; the challenger's instead if it is promoted"
+                      if planned else f"refit after the gate: the champion's configuration through {bars.index[-1]}, "
+                                      "if this retrain makes one", markup=False)
     if options.check_only:
         return result
     # What the challenger's trials read (the cut bars, the champion's checkpoint) goes where every node can read it:
@@ -138,9 +164,84 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
     alias = record(client, name, challenger.version, decision, lineage)
     result.promoted, result.decision = alias == CHAMPION, decision.reason
     console.print(escape(f"models:/{name}/{challenger.version} -> @{alias}: {decision.reason}"))
-    if alias == CHAMPION:
+    if alias == CHAMPION and not refit:
         console.print(runnable(f"serve it: python -m experiments.serve 'models:/{name}@champion'"), markup=False)
+    if refit and alias != CHAMPION and champion is None:
+        console.print("no champion: nothing to refit", markup=False)
+    elif refit:
+        try:
+            if alias == CHAMPION:  # read again: its lineage tags (an incremental one's warm start) are written now
+                planned = plan_refit(client, conf, overrides, exp, client.get_model_version(name, challenger.version),
+                                     bars.index, data_path, exp.smoke_test)
+            result.refit_version = run_refit(client, conf, overrides, exp, planned, bars, options, console, group)
+        except (InputError, RunFault) as error:  # the gate's outcome stands; the refit's one line says why not
+            ended_by(error)
+        result.exit_code = result.exit_code if result.refit_version else ExitCode.PARTIAL
+    if alias == CHAMPION and result.refit_version is None:
+        retire_stale_refit(client, name, str(challenger.version), console)
     return result
+
+
+def refit_alone(client: Any, conf: Path, overrides: Sequence[str], exp: Any, name: str, champion: Any | None,
+                bars: pd.DataFrame, data_path: str, options: RetrainOptions, console: Any) -> RetrainResult:
+    """--refit-only: the champion refit through the newest bar with no challenger; nothing when the `refit` alias
+    already holds that refit."""
+    if champion is None:
+        raise InputError(f"models:/{name}@champion does not exist: --refit-only refits the champion; make one with "
+                         "python -m experiments.retrain CONF --refit (--promote forces it)")
+    result = RetrainResult(ExitCode.OK, champion_version=str(champion.version))
+    done = current_refit(client, champion.name)
+    if (done is not None and done.tags.get("refit_of") == str(champion.version)
+            and done.tags.get("refit/last_bar") == str(bars.index[-1])):
+        console.print(f"nothing to refit: models:/{champion.name}/{done.version} (@{REFIT_ALIAS}) refits version "
+                      f"{champion.version} through {bars.index[-1]}, the newest bar", markup=False)
+        result.refit_version = str(done.version)
+        return result
+    planned = plan_refit(client, conf, overrides, exp, champion, bars.index, data_path, exp.smoke_test)
+    if options.check_only:
+        console.print(f"refit: {planned.describe()}", markup=False)
+        return result
+    result.refit_version = run_refit(client, conf, overrides, exp, planned, bars, options, console,
+                                     f"refit-{uuid.uuid4().hex[:8]}")
+    result.exit_code = ExitCode.OK if result.refit_version else ExitCode.FAILED
+    return result
+
+
+def run_refit(client: Any, conf: Path, overrides: Sequence[str], exp: Any, planned: RefitPlan, bars: pd.DataFrame,
+              options: RetrainOptions, console: Any, group: str) -> str | None:
+    """Train and register `planned` on a copy of `bars` (all of them, kept in the storage as the challenger's cut
+    is); an incremental champion's refit starts from the checkpoint the champion started from."""
+    run_options = options.run
+    storage = resolve_storage(run_options.storage, exp.storage, run_options.output.resolve(), str(conf))
+    folder, local = (exp.name, "retrain"), run_options.output / exp.name / "retrain"
+    data = cut_copy(bars, len(bars), storage, folder, local)
+    warm_start = None
+    if planned.recipe.warm_started_from:
+        source = client.get_model_version(planned.recipe.name, planned.recipe.warm_started_from)
+        warm_start = version_checkpoint(client, source, storage, folder, local)
+    return train_refit(planned, conf, overrides, run_options, data, warm_start, client, console, group)
+
+
+def current_refit(client: Any, name: str) -> Any | None:
+    """The version that holds the `refit` alias, or None."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version_by_alias(name, REFIT_ALIAS)
+    except MlflowException:
+        return None
+
+
+def retire_stale_refit(client: Any, name: str, champion: str, console: Any) -> None:
+    """Remove the `refit` alias when it refits another version than the champion `champion`: a configuration the
+    gate replaced must not serve."""
+    stale = current_refit(client, name)
+    if stale is None or stale.tags.get("refit_of") == champion:
+        return
+    client.delete_registered_model_alias(name, REFIT_ALIAS)
+    console.print(f"models:/{name}@{REFIT_ALIAS} removed: version {stale.version} refits version "
+                  f"{stale.tags.get('refit_of')}, no longer the champion; serve @champion until its refit "
+                  f"(python -m experiments.retrain CONF --refit-only)", markup=False)
 
 
 def forward_rows(bars: pd.DataFrame, forward_bars: int, champion: Any | None, data_path: str) -> range:
@@ -190,21 +291,11 @@ def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, fol
                          console: Any) -> list[str]:
     """--set overrides for one trial warm-started from the champion: its checkpoint (in the storage), searched
     values and seed, the newest fold only, the incremental budget and settings."""
-    import pyarrow.fs as pafs
 
     from experiments.config.protocol import FOLD_KEY
 
     run = client.get_run(champion.run_id)
-    downloaded = local / f"champion-v{champion.version}"
-    if not (downloaded / "best_checkpoint").exists():
-        local.mkdir(parents=True, exist_ok=True)
-        client.download_artifacts(champion.tags["parent_run_id"], "best_checkpoint", str(downloaded))
-    checkpoint = str((downloaded / "best_checkpoint").resolve())
-    if not storage.is_local:
-        target = storage.path(*folder, f"champion-v{champion.version}")
-        pafs.copy_files(checkpoint, target, source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=storage.filesystem)
-        checkpoint = storage.uri_of(*folder, f"champion-v{champion.version}")
+    checkpoint = version_checkpoint(client, champion, storage, folder, local)
     pinned = [f"{key}={run.data.params[key]}" for key in exp.tune.search_space
               if key != FOLD_KEY and key in run.data.params]
     overrides = [*pinned, f"tune.seeds=[{run.data.params.get('seed', exp.tune.seeds[0])}]", "tune.num_samples=1",
@@ -218,6 +309,24 @@ def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, fol
                   f"state; the replay buffer starts empty), with its {', '.join(pinned) or 'settings'} and seed",
                   markup=False)
     return overrides
+
+
+def version_checkpoint(client: Any, version: Any, storage: Any, folder: tuple[str, ...], local: Path) -> str:
+    """The RLlib checkpoint a model version was registered from (its sweep run's best_checkpoint artifact), downloaded
+    once and put where every node can read it (the storage); its path or s3:// URI."""
+    import pyarrow.fs as pafs
+
+    downloaded = local / f"champion-v{version.version}"
+    if not (downloaded / "best_checkpoint").exists():
+        local.mkdir(parents=True, exist_ok=True)
+        client.download_artifacts(version.tags["parent_run_id"], "best_checkpoint", str(downloaded))
+    checkpoint = str((downloaded / "best_checkpoint").resolve())
+    if storage.is_local:
+        return checkpoint
+    target = storage.path(*folder, f"champion-v{version.version}")
+    pafs.copy_files(checkpoint, target, source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=storage.filesystem)
+    return storage.uri_of(*folder, f"champion-v{version.version}")
 
 
 def decide(client: Any, name: str, challenger: Any, champion: Any | None, bars: pd.DataFrame, forward: range,

@@ -127,7 +127,12 @@ class EvaluationSection(Section):
     @field_validator("protocol")
     @classmethod
     def _valid_protocol(cls, value: dict[str, Any] | str | None) -> dict[str, Any] | None:
-        return None if value is None else Protocol.from_dict(value, "").as_dict()
+        protocol = None if value is None else Protocol.from_dict(value, "")
+        if protocol is not None and protocol.type == "refit":
+            raise ValueError("type refit holds out nothing to select or score on: it is what python -m "
+                             "experiments.retrain --refit trains the champion's configuration with; use holdout or "
+                             "walk_forward")
+        return None if protocol is None else protocol.as_dict()
 
     @field_validator("env_config")
     @classmethod

@@ -8,6 +8,7 @@ retrain:
     iterations: 3          # training iterations of the warm-started trial
     settings: {training.epsilon: [[0, 0.1], [4000, 0.02]]}   # on top of the champion's configuration
   gate: {min_dsr_vs_champion: 0.95, min_dsr_vs_baselines: 0.95, max_pbo: 0.5}
+  refit: false             # true: after the gate, the champion's configuration trained through the newest bar
 ```
 """
 from __future__ import annotations
@@ -63,3 +64,9 @@ class RetrainSection(StrictModel):
         description="mode incremental: the warm-started trial's length and settings.")
     gate: GateSection = Field(default_factory=GateSection,
                               description="The evidence a challenger needs to be promoted over the champion.")
+    refit: bool = Field(
+        default=False, strict=True,
+        description="After the gate, train the champion's configuration (its searched values, seed and the "
+                    "iterations of its checkpoint) on every bar through the newest, holding none out, and register it "
+                    "as its own version under the refit alias, which serves (docs/operations.md); --refit does it "
+                    "for one retrain.")

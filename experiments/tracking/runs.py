@@ -26,7 +26,7 @@ from experiments.tracking.datasets import log_data_parts
 from experiments.tracking.store import prepare_store
 
 _BAD_KEY_CHARS = re.compile(r"[\[\]=,@]")
-_MAX_PARAM_CHARS = 6000
+MAX_PARAM_CHARS = 6000
 _BATCH = 1000  # MLflow's limit of metrics per log_batch call
 SECRET_MARKERS = ("password", "secret", "token", "api_key", "apikey", "credential")
 # MLflow 3 tells model-training experiments from GenAI ones (traces, tokens) by this tag; its UI also
@@ -131,7 +131,7 @@ def make_client(tracking_uri: str) -> MlflowClient:
 
 
 def log_params(client: MlflowClient, run_id: str, params: Mapping[str, Any]) -> None:
-    items = [Param(sanitize_key(k), str(v)[:_MAX_PARAM_CHARS]) for k, v in without_secrets(params).items()]
+    items = [Param(sanitize_key(k), str(v)[:MAX_PARAM_CHARS]) for k, v in without_secrets(params).items()]
     for start in range(0, len(items), 100):
         client.log_batch(run_id, params=items[start:start + 100])
 
