@@ -3,6 +3,8 @@
 Sub-benchmarks (each runs the platform and its peer one after the other in one process, so
 both see the same machine and the same load):
 
+- `reference`: this machine's speed today, one number (the fastest of 200 passes of 30 TA-Lib indicators over the
+              bundled bars, ~3 s): the README gives every wall time with its day's reference (no peer),
 - `env`:      steps/s of `trading/Spot-v0` vs gym-anytrading's StocksEnv on the same BTC bars
               (single env, and 8 envs in gymnasium's SyncVectorEnv),
 - `train`:    env steps/s of DQN training on the platform's CPU preset (experiments.config.experiment ->
@@ -21,6 +23,8 @@ both see the same machine and the same load):
 - `system`:   DQN training with each trial's system metrics sampled vs without (tracking.system_metrics).
 - `portfolio_env`: steps/s of `trading/Portfolio-v0` vs FinRL 0.3.7's StockPortfolioEnv on the same daily closes
               of 20 and 500 assets (the peer charges no costs and holds no cash).
+- `paper_poll`: one paper-trading poll of a 500-asset universe (only the files or CSV rows that changed are read)
+              vs the whole re-read of every file each poll did before, as 500 parquets and as one wide CSV.
 - `jobs`:     wall time of the main job, `python -m experiments.run conf/dqn_btc.yaml`, from the command line
               against two minutes, and of conf/sac_btc.yaml against 1.5x that, each with where its time went
               (plan, Ray start, training, between iterations, trial starts, scoring, shutdown; no peer).

@@ -1,4 +1,4 @@
-"""CLI: `python -m experiments.benchmark [env|train|solve|tracking|cli|all ...] [--steps N] [--quick]`."""
+"""CLI: `python -m experiments.benchmark [reference|env|train|solve|tracking|cli|all ...] [--steps N] [--quick]`."""
 from __future__ import annotations
 
 import argparse
@@ -91,6 +91,8 @@ def _main(argv: list[str] | None) -> int:
             continue
         path = common.write_result(document, args.output)
         print_table(console, document)
+        if document["details"].get("summary"):
+            console.print(document["details"]["summary"], soft_wrap=True)
         if args.json:
             print(json.dumps(document, indent=2, default=str))
         console.print(f"wrote {path}")

@@ -20,7 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = Path("runs") / "benchmarks"
 
 # name -> "module:function"; imported lazily so `--help` and the `env` benchmark never import Ray.
+# `reference` first: an `all` run records the machine's speed of the day before anything else.
 BENCHMARKS: dict[str, str] = {
+    "reference": "experiments.benchmark.reference_bench:run",
     "env": "experiments.benchmark.env_bench:run",
     "train": "experiments.benchmark.train_bench:run",
     "solve": "experiments.benchmark.solve_bench:run",
@@ -32,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "testprio": "experiments.benchmark.testprio_bench:run",
     "system": "experiments.benchmark.system_bench:run",
     "portfolio_env": "experiments.benchmark.portfolio_env_bench:run",
+    "paper_poll": "experiments.benchmark.paper_poll_bench:run",
     "jobs": "experiments.benchmark.jobs_bench:run",
     "learner": "experiments.benchmark.learner_bench:run",
 }

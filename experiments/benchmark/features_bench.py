@@ -35,9 +35,23 @@ def _best(function, repeats: int) -> float:
     return min(times)
 
 
-def run(budget: Budget) -> Report:
+def talib_inputs(bars) -> dict[str, np.ndarray]:
+    """Bars (a pandas frame) as the float64 arrays TA-Lib takes, one per column."""
+    return {c: bars[c].to_numpy(dtype=np.float64) for c in bars.columns}
+
+
+def talib_alone(arrays: dict[str, np.ndarray]) -> None:
+    """The 30 indicators called on TA-Lib directly over the whole series, nothing else: this benchmark's peer, and the
+    `reference` benchmark's figure (one definition, so the peer times in old results are reference speeds too)."""
     from talib import abstract
 
+    for item in INDICATORS:
+        function = abstract.Function(item["ta"])
+        function.set_parameters({k: v for k, v in item.items() if k != "ta"})
+        function(arrays)
+
+
+def run(budget: Budget) -> Report:
     from envs.trading.data import load_bars
     from envs.trading.features.matrix import build_raw
     from envs.trading.features.spec import parse_features
@@ -49,15 +63,8 @@ def run(budget: Budget) -> Report:
     raw = build_raw(parse_features(INDICATORS), bars, "1h", "features")  # first call: unstable periods measured
     cold = time.perf_counter() - started
     warm = _best(lambda: build_raw(parse_features(INDICATORS), bars, "1h", "features"), repeats)
-    arrays = {c: bars[c].to_numpy(dtype=np.float64) for c in bars.columns}
-
-    def talib_alone() -> None:
-        for item in INDICATORS:
-            function = abstract.Function(item["ta"])
-            function.set_parameters({k: v for k, v in item.items() if k != "ta"})
-            function(arrays)
-
-    peer = _best(talib_alone, repeats)
+    arrays = talib_inputs(bars)
+    peer = _best(lambda: talib_alone(arrays), repeats)
     with tempfile.TemporaryDirectory() as folder:
         store = FeatureStore(folder)
         store.put("bench", raw)

@@ -145,3 +145,16 @@ def test_portfolio_env_without_finrl_names_the_install_command(monkeypatch):
     monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(PeerMissing, match=r"finrl is not installed: pip install -e \".\[bench\]\""):
         bench.peer_module()
+
+
+def test_reference_prints_one_line_with_the_machines_speed(tmp_path, capsys):
+    """`reference` is the number the README gives beside each wall time: the best of its passes, in ms, on one line."""
+    assert main(["reference", "--quick", "--output", str(tmp_path)]) == 0
+    document = json.loads((tmp_path / "reference.json").read_text())
+    (figure,) = document["figures"]
+    details = document["details"]
+    assert figure["unit"] == "ms" and figure["platform"] == min(details["samples_ms"]) > 0
+    assert details["passes"] == len(details["samples_ms"]) == 20
+    assert details["summary"] in capsys.readouterr().out.splitlines()  # whole, on one line, however wide the terminal
+    assert details["summary"].startswith(
+        f"reference: {figure['platform']:.2f} ms (TA-Lib alone, 30 indicators over the bundled 20,111 bars, best of 20")
