@@ -23,6 +23,7 @@ from envs.portfolio.config import PortfolioConfig
 from envs.portfolio.market import PortfolioMarket, load_portfolio_market
 from envs.portfolio.weights import fixed_weight_vector, scores_to_weights
 from envs.splits import episode_bounds
+from envs.trading.calendar import detect_calendar
 
 EXTRA_COLUMNS = 2  # after each asset's window of features: its current weight, and whether it can trade
 
@@ -84,9 +85,12 @@ class PortfolioEnv(gym.Env):
 
     def plan_lines(self) -> list[str]:
         market, universe = self.market, self.market.universe
+        calendar = self.cfg.calendar if self.cfg.calendar is not None else detect_calendar(universe.timestamps,
+                                                                                            universe.timeframe)
         return [f"universe: {universe.n_assets} assets ({', '.join(universe.symbols[:8])}"
                 f"{', ...' if universe.n_assets > 8 else ''}) on {len(universe.timestamps)} {universe.timeframe} bars"
-                f"{', close-only' if universe.close_only else ''}, {market.bars_per_year:.1f} bars a year",
+                f"{', close-only' if universe.close_only else ''}, calendar {calendar}: "
+                f"{market.bars_per_year:.1f} bars a year",
                 f"features: {len(market.feature_names)} per asset ({', '.join(market.feature_names)}), warm-up "
                 f"{market.feature_warmup} bars",
                 # The plan's time estimate is the preset's env steps/s, which knows nothing of the universe's size.
