@@ -214,13 +214,13 @@ def step_book(book: PortfolioBook, target: np.ndarray | None, fill_row: int, mar
     ending = np.flatnonzero((last_rows >= fill_row) & (last_rows <= mark_row))
     start = fill_row
     # Marked in stretches that end at a close where an asset's bars end (its sale changes the units), in time order.
-    for stop in [*np.unique(last_rows[ending]).tolist(), mark_row] if len(ending) else [mark_row]:
+    for stop in [*np.unique(last_rows[ending]).tolist(), mark_row]:
         if stop < start:
             continue
         if book.borrows() and (ruin := first_ruin_mark(book, opens, closes, start, stop, fill_row)) is not None:
             book.liquidate(ruin)
             break
-        for asset in ending[last_rows[ending] == stop] if len(ending) else ():
+        for asset in ending[last_rows[ending] == stop]:
             book.sell(int(asset), float(closes[stop, asset]))
         start = stop + 1
     return book.equity(closes[mark_row])

@@ -26,7 +26,8 @@ import pandas as pd
 from envs.errors import InputError
 from envs.portfolio.universe import Universe, build_universe, file_asset, file_frames
 from envs.portfolio.universe_table import CheckedTable, asset_field, check_table, read_table
-from envs.trading.data import is_uri, read_bytes, say_once
+from envs.trading.bars_file import last_line, whole_lines
+from envs.trading.data import is_parquet, is_uri, read_bytes, say_once
 
 FileStamp = tuple[int, int]  # (st_size, st_mtime_ns)
 Frames = dict[str, pd.DataFrame]
@@ -91,7 +92,7 @@ class TableFile:
 
     @property
     def is_csv(self) -> bool:
-        return not self.path.split("?")[0].endswith(".parquet")
+        return not is_parquet(self.path)
 
     def read(self) -> tuple[Frames, bool, bool]:
         """Each asset's bars, whether the table holds closes only, and whether anything was read."""
@@ -112,12 +113,12 @@ class TableFile:
             self._table = check_table(self.path, self.assets, self.timeframe)
             return
         data = read_bytes(self.path, "wide table")
-        end = self._complete(data)
+        end = whole_lines(data, self.follow)
         self._table = check_table(self.path, self.assets, self.timeframe,
                                   text=data[:end].decode("utf-8-sig", errors="replace"))
         header_end = data.find(b"\n") + 1
         self._header = data[:header_end].decode("utf-8-sig", errors="replace")
-        self._read_to, self._last_line = end, _last_line(data, end)
+        self._read_to, self._last_line = end, last_line(data, end)
 
     def _append(self, size: int) -> bool | None:
         """Read the rows appended since the last read: True when there were some, False when there were none yet,
@@ -132,7 +133,7 @@ class TableFile:
             return None
         if not data.startswith(self._last_line):
             return None
-        end = self._complete(data)
+        end = whole_lines(data, self.follow)
         if not data[len(self._last_line):end].strip():
             return False
         text = self._header + data[:end].decode("utf-8-sig", errors="replace")
@@ -144,7 +145,7 @@ class TableFile:
             return None
         self._table = replace(self._table, frames=frames)
         self._read_to += end - len(self._last_line)
-        self._last_line = _last_line(data, end)
+        self._last_line = last_line(data, end)
         return True
 
     def _appended_frames(self, text: str) -> Frames | None:
@@ -175,20 +176,11 @@ class TableFile:
             say_once(self.path, note)
         return frames
 
-    def _complete(self, data: bytes) -> int:
-        """How many bytes of `data` are whole lines (all of them for a finished file without a last newline)."""
-        return data.rfind(b"\n") + 1 if self.follow else len(data)
-
 
 def _has_prices(table: pd.DataFrame, assets: set[str]) -> bool:
     """Whether any cell of `assets`' columns in `table` is filled (a number, or text the whole read refuses)."""
     columns = [column for column in table.columns if (parsed := asset_field(column)) and parsed[0] in assets]
     return bool(table[columns].notna().to_numpy().any())
-
-
-def _last_line(data: bytes, end: int) -> bytes:
-    """The last line of `data[:end]` as it stands in the file (its line ending included)."""
-    return data[data.rfind(b"\n", 0, max(end - 1, 0)) + 1:end]
 
 
 @dataclass

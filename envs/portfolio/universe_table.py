@@ -20,7 +20,15 @@ from envs.errors import InputError
 from envs.trading.bar_checks import check_bars, close_only_bars
 from envs.trading.calendar import detect_calendar, timeframe_delta
 from envs.trading.csv_import import numeric_column, parse_times
-from envs.trading.data import BAR_COLUMNS, GAP_POLICIES, check_spacing, infer_timeframe, read_bytes, say_once
+from envs.trading.data import (
+    BAR_COLUMNS,
+    GAP_POLICIES,
+    check_spacing,
+    infer_timeframe,
+    is_parquet,
+    read_bytes,
+    say_once,
+)
 
 WIDE_SEPARATOR = ":"
 FIELDS = set(BAR_COLUMNS)
@@ -63,7 +71,7 @@ def read_table(path: str, text: str | None = None) -> pd.DataFrame:
     """The table as written, on a UTC time index (its first column when a CSV), its metadata in `attrs`. `text`: a
     CSV's lines parsed in place of the file's (a paper-trading session's header and rows not read yet)."""
     data = read_bytes(path, "wide table") if text is None else text.encode()
-    if path.split("?")[0].endswith(".parquet"):
+    if is_parquet(path):
         try:
             frame = pd.read_parquet(io.BytesIO(data))
         except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file

@@ -26,6 +26,7 @@ from envs.trading.data import (
     GapReport,
     drop_exact_duplicates,
     find_gaps,
+    is_uri,
     regularize,
     validate_bars,
 )
@@ -74,7 +75,8 @@ def check_bars(bars: pd.DataFrame, path: Path | str, timeframe: str, gaps: str, 
     naming `path` (and `asset`) otherwise. `listing`: a wide table's asset, whose empty leading and trailing rows are
     before its listing or after its delisting, not broken bars. `calendar`: the one named by --calendar (24/7,
     weekdays or an exchange code such as XNYS; a bar on a day it closes is refused), else the bars' own."""
-    path = Path(path) if not str(path).startswith("s3://") else path
+    path = path if is_uri(path) else Path(path)
+    who = f" of {asset}" if asset else ""
     bars = bars.sort_index()
     unlisted, delisted = _outside_listing(bars, path, asset) if listing else (0, 0)
     bars = bars.iloc[unlisted:len(bars) - delisted]
@@ -82,17 +84,15 @@ def check_bars(bars: pd.DataFrame, path: Path | str, timeframe: str, gaps: str, 
     empty = bars[list(PRICE_COLUMNS)].isna()
     # A row with no price at all is a time without a bar of this series (another asset's weekend in a wide table, an
     # outage): a hole like a missing row, judged under the series' own calendar. Some prices and not others: broken.
-    bars, empty = bars[~empty.all(axis=1).to_numpy()], empty[~empty.all(axis=1).to_numpy()]
-    broken = empty.any(axis=1).to_numpy()
+    priced = ~empty.all(axis=1).to_numpy()
+    bars, broken = bars[priced], empty[priced].any(axis=1).to_numpy()
     first_broken = bars.index[int(np.argmax(broken))] if broken.any() else None
     if broken.any():
         if gaps == "error":
-            who = f" of {asset}" if asset else ""
             raise InputError(f"{path}: {int(broken.sum())} bar(s){who} with an empty or unreadable price cell, first "
                              f"at {first_broken}: fix the cells, or re-import with --gaps ffill (flat bars at the "
                              "last close) or --gaps drop (holes)")
         if broken[0] and gaps == "ffill":
-            who = f" of {asset}" if asset else ""
             raise InputError(f"{path}: the first bar{who} ({first_broken}) has an empty or unreadable price cell, and "
                              "no earlier close to fill it from: fix the cell or remove the row")
     # `calendar` (--calendar) or the bars' own, broken bars included (their times are bar times): no flat bars for

@@ -21,7 +21,7 @@ import pandas as pd
 from envs.errors import InputError
 from envs.trading.calendar import ALL_WEEK
 from envs.trading.csv_import import head_lines, import_csv, stated_symbol
-from envs.trading.data import GAPS_KEPT, find_gaps, load_bars
+from envs.trading.data import GAPS_KEPT, find_gaps, is_parquet, load_bars
 from envs.trading.symbols import check_symbol
 
 
@@ -42,7 +42,7 @@ class BarsFile:
 
     @property
     def is_csv(self) -> bool:
-        return not str(self.path).split("?")[0].endswith(".parquet")
+        return not is_parquet(self.path)
 
     def read(self) -> pd.DataFrame:
         """The file's bars now (oldest first), checked against the model; InputError in one line naming the file."""
@@ -74,22 +74,17 @@ class BarsFile:
                       "calendar": self.calendar}
         return self._checked(bars)
 
-    def _complete(self, data: bytes) -> int:
-        """How many bytes of `data` are whole lines (all of them for a finished file without a last newline)."""
-        end = data.rfind(b"\n") + 1
-        return end if self.follow else len(data)
-
     def _read_whole(self) -> None:
         path = Path(self.path)
         if not path.is_file():
             raise InputError(f"{self.path}: bars file not found (a bars parquet or a CSV export)")
         data = path.read_bytes()
-        end = self._complete(data)
+        end = whole_lines(data, self.follow)
         text = data[:end].decode("utf-8-sig", errors="replace")
         self._bars = self._import(text)
         lines = [line for line in text.splitlines() if line.strip()]
         self._head = "\n".join(lines[:head_lines(lines)])
-        self._read_to, self._last_line = end, _last_line(data, end)
+        self._read_to, self._last_line = end, last_line(data, end)
 
     def _read_appended(self) -> bool:
         """Read the rows appended since the last read; False when the file changed otherwise (read it whole)."""
@@ -104,7 +99,7 @@ class BarsFile:
             data = handle.read()
         if not data.startswith(self._last_line):
             return False
-        end = self._complete(data)
+        end = whole_lines(data, self.follow)
         appended = data[len(self._last_line):end].decode("utf-8-sig", errors="replace")
         if not appended.strip():
             return True
@@ -117,10 +112,16 @@ class BarsFile:
         bars.attrs = self._bars.attrs
         self._bars = self._checked(bars)
         self._read_to += end - len(self._last_line)
-        self._last_line = _last_line(data, end)
+        self._last_line = last_line(data, end)
         return True
 
 
-def _last_line(data: bytes, end: int) -> bytes:
+def whole_lines(data: bytes, follow: bool) -> int:
+    """How many bytes of `data` are whole lines: a file being written to (`follow`) may end in half a line, which
+    waits; a finished file without a last newline is read to its end."""
+    return data.rfind(b"\n") + 1 if follow else len(data)
+
+
+def last_line(data: bytes, end: int) -> bytes:
     """The last line of `data[:end]` as it stands in the file (its line ending included)."""
     return data[data.rfind(b"\n", 0, max(end - 1, 0)) + 1:end]

@@ -31,6 +31,7 @@ from envs.trading.data import (
     GAP_POLICIES,
     PRICE_COLUMNS,
     GapReport,
+    is_parquet,
     load_bars,
     off_grid_bars,
     timeframe_delta,
@@ -107,8 +108,7 @@ def stated_symbol(bars: pd.DataFrame | str | Path, source: str | None = None) ->
     InputError naming `source` (default: the path): its bars would be mixed into one history."""
     if not isinstance(bars, pd.DataFrame):
         source = source or str(bars)
-        parquet = str(bars).split("?")[0].endswith(".parquet")  # an s3:// URI may carry ?endpoint_override=
-        bars = load_bars(bars) if parquet else _read_text_table(Path(bars))
+        bars = load_bars(bars) if is_parquet(bars) else _read_text_table(Path(bars))
     if bars.attrs.get("symbol"):
         return str(bars.attrs["symbol"])
     columns = {str(column).strip().lower(): column for column in bars.columns}

@@ -272,6 +272,11 @@ def is_uri(path: str | Path) -> bool:
     return "://" in str(path)
 
 
+def is_parquet(path: str | Path) -> bool:
+    """Whether a path or URI names a parquet file (an s3:// URI may carry ?endpoint_override=...); else a CSV."""
+    return str(path).split("?")[0].endswith(".parquet")
+
+
 def read_bytes(path: str | Path, what: str) -> bytes:
     """A user-named file's bytes from a local path or an s3:// URI (`?endpoint_override=` selects an S3-compatible
     store), so every node of a cluster reads the same bytes; InputError naming the file and the fix."""

@@ -60,10 +60,9 @@ class RefitPlan:
 
 def logged_params(exp: ExperimentConfig) -> dict[str, str]:
     """The settings of `exp` as its trial's run logs them (experiments.api.pipeline): dotted key -> text."""
-    from experiments.tracking.runs import MAX_PARAM_CHARS, flatten, sanitize_key
+    from experiments.tracking.runs import as_logged, flatten
 
-    flat = flatten(exp.model_dump(mode="json", exclude=TRIAL_EXCLUDED))
-    return {sanitize_key(key): str(value)[:MAX_PARAM_CHARS] for key, value in flat.items()}
+    return as_logged(flatten(exp.model_dump(mode="json", exclude=TRIAL_EXCLUDED)))
 
 
 def plan_refit(client: Any, conf: Path, overrides: Sequence[str], exp: ExperimentConfig, champion: Any,

@@ -26,7 +26,7 @@ from experiments.tracking.datasets import log_data_parts
 from experiments.tracking.store import prepare_store
 
 _BAD_KEY_CHARS = re.compile(r"[\[\]=,@]")
-MAX_PARAM_CHARS = 6000
+_MAX_PARAM_CHARS = 6000
 _BATCH = 1000  # MLflow's limit of metrics per log_batch call
 SECRET_MARKERS = ("password", "secret", "token", "api_key", "apikey", "credential")
 # MLflow 3 tells model-training experiments from GenAI ones (traces, tokens) by this tag; its UI also
@@ -130,8 +130,14 @@ def make_client(tracking_uri: str) -> MlflowClient:
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def as_logged(params: Mapping[str, Any]) -> dict[str, str]:
+    """Params as a run keeps them: secrets left out, keys MLflow accepts, values cut to what it stores. What a logged
+    run's params are compared with (a refit's settings against its champion's)."""
+    return {sanitize_key(k): str(v)[:_MAX_PARAM_CHARS] for k, v in without_secrets(params).items()}
+
+
 def log_params(client: MlflowClient, run_id: str, params: Mapping[str, Any]) -> None:
-    items = [Param(sanitize_key(k), str(v)[:MAX_PARAM_CHARS]) for k, v in without_secrets(params).items()]
+    items = [Param(key, value) for key, value in as_logged(params).items()]
     for start in range(0, len(items), 100):
         client.log_batch(run_id, params=items[start:start + 100])
 

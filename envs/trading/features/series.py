@@ -17,7 +17,7 @@ import pandas as pd
 
 from envs.errors import InputError
 from envs.trading.csv_import import parse_times
-from envs.trading.data import read_bytes, zone_note
+from envs.trading.data import is_parquet, read_bytes, zone_note
 
 TIME_COLUMNS = ("timestamp", "time", "date", "datetime", "Date", "Timestamp", "Time", "Datetime")
 
@@ -31,7 +31,7 @@ class Series:
 
 def _read_frame(data: bytes, source: str) -> pd.DataFrame:
     try:
-        if source.split("?")[0].endswith(".parquet"):
+        if is_parquet(source):
             frame = pd.read_parquet(io.BytesIO(data))
             if isinstance(frame.index, pd.DatetimeIndex):
                 frame = frame.reset_index()
