@@ -19,6 +19,7 @@ ALGORITHMS: dict[str, str] = {
     "dqn": "algos.dqn",  # double/dueling/n-step DQN with prioritized replay; FastDQN by default
     "ppo": "algos.ppo",  # PPO (clipped surrogate, GAE)
     "sac": "algos.sac",  # SAC (twin Q, tuned entropy, squashed Gaussian) for Box actions
+    "direct": "algos.direct.spec",  # gradient ascent on the log growth through the book (Jiang, Xu & Liang 2017)
 }
 
 

@@ -126,16 +126,18 @@ class DQNNet(nn.Module):
 
 class QEncoder(nn.Module):
     """RLlib's TorchMultiStreamEncoder, SAC's Q encoder for Box actions: an MLP per stream (actions, obs; in that
-    order), their concatenation through the fusion layers, each after the first also fed the concatenation."""
+    order), their concatenation through the fusion layers (`fusion`: rl_module.fusionnet_hiddens), each after the
+    first also fed the concatenation."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hiddens: Sequence[int], activation: str) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hiddens: Sequence[int], activation: str,
+                 fusion: Sequence[int] = FUSION_HIDDENS) -> None:
         super().__init__()
         self.base_encoders = nn.ModuleDict({"actions": mlp([action_dim, *hiddens], activation, last=True),
                                             "obs": mlp([obs_dim, *hiddens], activation, last=True)})
         embed = 2 * hiddens[-1]
-        inputs = [embed, *(size + embed for size in FUSION_HIDDENS[:-1])]
-        self.fusion_layers = nn.ModuleList(nn.Linear(i, o) for i, o in zip(inputs, FUSION_HIDDENS, strict=True))
-        self.output_layer = nn.Linear(FUSION_HIDDENS[-1] + embed, hiddens[-1])
+        inputs = [embed, *(size + embed for size in fusion[:-1])]
+        self.fusion_layers = nn.ModuleList(nn.Linear(i, o) for i, o in zip(inputs, fusion, strict=True))
+        self.output_layer = nn.Linear(fusion[-1] + embed, hiddens[-1])
         self.activation = ACTIVATIONS[FUSION_ACTIVATION]()
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:

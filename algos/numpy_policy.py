@@ -48,6 +48,9 @@ from envs.errors import InputError
 FORMAT = "rlplatform-numpy-policy/1"
 STRUCTURE_KEY = "structure"
 ACTIVATIONS = ("relu", "tanh", "silu", "elu")
+# A Gaussian head's last op: its log-stds (the second half of the outputs) clipped to [-bound, bound], as RLlib's
+# TorchMLPHead with clip_log_std does (a greedy Box action reads the means only, so actions never depend on it).
+CLIP_LOG_STD = "clip_log_std"
 # The arrays of a Box export's bounds (NumpyExport.box: SAC's), each float32 (action_size,).
 BOUNDS = ("action.low", "action.high")
 # A portfolio module's export (module docstring): its layout, its one net and its array of cash's (mean, log-std).
@@ -158,14 +161,16 @@ def _export_encoder(encoder: Any, arrays: dict[str, np.ndarray]) -> list[dict[st
 
 
 def _export_head(name: str, head: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    """The layers of an MLP head; a free-log-std or log-std-clipping head (continuous actions) is refused."""
+    """The layers of an MLP head, and a Gaussian head's clip of its log-stds (the second half of its outputs) as the
+    op `clip_log_std`; a free-log-std head is refused."""
     from ray.rllib.core.models.torch.heads import TorchMLPHead
 
     if type(head) is not TorchMLPHead:
         raise not_exportable(f"{name} head {type(head).__name__}")
+    ops = _export_layers(name, head.net.mlp, arrays)
     if head.clip_log_std:
-        raise not_exportable(f"{name} head with clip_log_std (a continuous action distribution's)")
-    return _export_layers(name, head.net.mlp, arrays)
+        ops.append({"op": CLIP_LOG_STD, "bound": float(head.log_std_clip_param_const.item())})
+    return ops
 
 
 def _export_layers(net: str, layers: Any, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -225,7 +230,7 @@ class _Step:
     weight: np.ndarray | None = None
     bias: np.ndarray | None = None
     eps: float = 0.0              # layernorm
-    alpha: float = 1.0            # elu
+    alpha: float = 1.0            # elu; clip_log_std: its bound
 
 
 class NumpyPolicy:
@@ -348,9 +353,11 @@ class NumpyPolicy:
                                    eps=float(op.get("eps", 0.0))))
             elif kind in ACTIVATIONS:
                 steps.append(_Step(kind, width, alpha=float(op.get("alpha", 1.0))))
+            elif kind == CLIP_LOG_STD and width % 2 == 0 and isinstance(op.get("bound"), (int, float)):
+                steps.append(_Step(kind, width, alpha=float(op["bound"])))
             else:
-                raise InputError(f"{where}: unknown op; this version runs linear, layernorm and "
-                                 f"{', '.join(ACTIVATIONS)}")
+                raise InputError(f"{where}: unknown op; this version runs linear, layernorm, {CLIP_LOG_STD} (of an "
+                                 f"even width, with a bound) and {', '.join(ACTIVATIONS)}")
         return steps
 
     def _box(self, size: int) -> gym.spaces.Box:
@@ -391,15 +398,7 @@ class NumpyPolicy:
     @classmethod
     def load(cls, path: str | Path) -> NumpyPolicy:
         """The policy `save` stored; InputError (one line) for a missing or foreign file. Reads no pickles."""
-        try:
-            with np.load(path, allow_pickle=False) as stored:
-                arrays = {key: stored[key] for key in stored.files}
-        except FileNotFoundError:
-            raise InputError(f"{path}: numpy policy file not found") from None
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            reason = " ".join(str(exc).split())
-            raise InputError(f"{path}: not a numpy policy file ({reason})") from None
-        return cls.from_arrays(arrays)
+        return cls.from_arrays(read_arrays(path))
 
     def outputs(self, observations: np.ndarray) -> np.ndarray:
         """The raw head output per observation, float32 (n, num_outputs): Q-values (DQN), logits (PPO), the
@@ -478,6 +477,19 @@ class NumpyPolicy:
         return outputs.argmax(axis=1).astype(np.int64)
 
 
+def read_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of a stored policy file (one policy's, or an ensemble's: algos.ensemble_policy), without pickles;
+    InputError (one line) for a missing file or one that is no numpy archive."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return {key: stored[key] for key in stored.files}
+    except FileNotFoundError:
+        raise InputError(f"{path}: numpy policy file not found") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        reason = " ".join(str(exc).split())
+        raise InputError(f"{path}: not a numpy policy file ({reason})") from None
+
+
 def _mean(row: np.ndarray) -> np.ndarray:
     """A (1, width) row's mean as (1, 1), in float32: the sum divided by the count, as torch's mean."""
     return np.add.reduce(row, axis=1, keepdims=True) / np.float32(row.shape[1])
@@ -506,6 +518,9 @@ def _run(steps: list[_Step], scratch: list[np.ndarray], row: np.ndarray) -> np.n
             np.tanh(row, out=row)
         elif step.op == "silu":  # torch: x * sigmoid(x)
             np.divide(row, np.float32(1) + np.exp(-row), out=row)
+        elif step.op == CLIP_LOG_STD:
+            log_stds = row[:, row.shape[1] // 2:]
+            np.clip(log_stds, np.float32(-step.alpha), np.float32(step.alpha), out=log_stds)
         else:  # elu, torch: x if x > 0 else alpha * (exp(x) - 1)
             np.copyto(row, np.float32(step.alpha) * np.expm1(row), where=row <= 0)
     return row

@@ -294,6 +294,9 @@ class AlgorithmSpec:
     # Whether its learner splits an update's batch unevenly over data-parallel learners, weighting each slice's loss
     # by its share (FastDQN); stock RLlib learners need a batch divisible by the learners.
     splits_batch_unevenly: Callable[[Any], bool] = field(default=lambda training: False)
+    # What it needs of the env beyond its action space, checked before Ray starts: (env, env id, training section) ->
+    # None, or InputError in one line (the direct learner: a family with a differentiable book, a batch that fits).
+    check_env: Callable[[Any, str, Any], None] = field(default=lambda env, env_id, training: None)
 
     def __post_init__(self) -> None:
         unknown = [kind for kind in self.action_spaces if kind not in ACTION_SPACE_KINDS]

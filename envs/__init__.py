@@ -88,6 +88,11 @@ class EnvFamily:
     # it; `validation_keys` names what it returns. None: selection reads RLlib's own evaluation returns.
     validation_scores: str | None = None
     validation_keys: tuple[str, ...] = ()
+    # "module:Class" of the problem the direct learner (`algorithm: direct`, algos/direct/) trains through: a
+    # differentiable copy of the family's book, built from one of its envs (`Class(env, batch_size, batch_start,
+    # geometric_bias, seed, device)`, `Class.check(env, training)`); it lives in algos/ (torch), never in envs/. None:
+    # the family has no differentiable book, and the direct learner refuses it.
+    direct_problem: str | None = None
     env_id: str = ""  # the id this entry was resolved for (envs.family fills it; the table's keys are the ids)
 
     @property
@@ -178,7 +183,8 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         unused_with_protocol=("split_fractions",), input_reader="envs.trading.bar_reader:BarReader",
         paper_trading="envs.trading.paper:SpotPaper", retrain=True,
         comparison_columns=("eval/total_return", "eval/sharpe", "eval/trades"),
-        baselines="envs.trading.backtest:BASELINES", datasets="envs.trading.datasets:data_parts"),
+        baselines="envs.trading.backtest:BASELINES", datasets="envs.trading.datasets:data_parts",
+        direct_problem="algos.direct.spot:SpotProblem"),
     "trading/Portfolio-v0": EnvFamily(
         "envs.portfolio.env:PortfolioEnv", "envs.portfolio.backtest:evaluate_policy", folds=True,
         config_model="envs.portfolio.config:PortfolioConfig", timeframe_key="timeframe",
@@ -187,7 +193,7 @@ ENVIRONMENTS: dict[str, EnvFamily] = {
         comparison_columns=("eval/total_return", "eval/sharpe", "eval/turnover"),
         input_reader="envs.portfolio.universe_reader:UniverseReader",
         paper_trading="envs.portfolio.paper:UniversePaper", baselines="envs.portfolio.baselines:BASELINES",
-        datasets="envs.portfolio.datasets:data_parts",
+        datasets="envs.portfolio.datasets:data_parts", direct_problem="algos.direct.portfolio:PortfolioProblem",
         # a synthetic universe's smoke test runs at 20 assets (conf/ppo_portfolio_500.yaml); files ignore the key
         smoke_overrides=("environment.env_config.synthetic_assets=20",)),
     "agents/TestPrioritization-v0": EnvFamily(

@@ -17,9 +17,15 @@ DEFAULT_FEATURES = ("log_return", {"transform": "volatility", "window": 24}, {"t
 
 
 class PortfolioConfig(BarsConfig):
-    """Everything that defines the universe an agent allocates across; built from the env_config dict."""
+    """Everything that defines the universe an agent allocates across; built from the env_config dict.
+
+    Two inputs read the whole universe (envs.portfolio.inputs): a feature item with `cross_section: rank | zscore`
+    is ranked or z-scored across the assets at each bar, and `window_normalization: last_close` appends each
+    window's prices over its last close to every asset's row. The row keeps its last two columns, the weight and
+    the tradable flag, so the shared-weights network and its numpy export read any of these layouts."""
 
     ENV_LABEL: ClassVar[str] = "portfolio env"
+    CROSS_SECTIONAL: ClassVar[bool] = True
 
     source: Literal["file", "synthetic"] = Field(
         default="file",
@@ -57,6 +63,13 @@ class PortfolioConfig(BarsConfig):
         description="What the agent sees of each asset's bars (envs.trading.features.spec). Default: features of the "
                     "close alone (log return, 24-bar volatility, trend over 24 and 96 bars, 14-bar RSI), so "
                     "close-only universes work too.")
+    window_normalization: Literal["none", "last_close"] = Field(
+        default="none",
+        description="none: each asset's row is its window of features only. last_close (Jiang, Xu & Liang 2017): "
+                    "after the features, the window's closes, highs and lows (closes only for a close-only "
+                    "universe), bar-major, each divided by the window's last close, so the last close column is 1; "
+                    "0 where the asset has no bar, clipped at 10. Appended, not instead: the feature list stays "
+                    "(a short one such as [log_return] leaves mostly the prices).")
     fixed_weights: dict[str, float] | None = Field(
         default=None,
         description="A baseline of the user's own: these weights ({cash: 0.4, BTC-USD: 0.3, ...}, an asset left out "

@@ -20,12 +20,13 @@ import numpy as np
 
 from envs.portfolio.book import PortfolioBook, step_book
 from envs.portfolio.config import PortfolioConfig
+from envs.portfolio.inputs import last_close_window
 from envs.portfolio.market import PortfolioMarket, load_portfolio_market
 from envs.portfolio.weights import fixed_weight_vector, scores_to_weights
 from envs.splits import episode_bounds
 from envs.trading.calendar import detect_calendar
 
-EXTRA_COLUMNS = 2  # after each asset's window of features: its current weight, and whether it can trade
+EXTRA_COLUMNS = 2  # after each asset's window of features (and prices): its current weight, and whether it can trade
 
 
 class PortfolioEnv(gym.Env):
@@ -42,9 +43,12 @@ class PortfolioEnv(gym.Env):
 
     ## Observation Space
 
-    `Box(-10, 10, (N, window * F + 2), float32)`: one row per asset, its last `window` bars of F features (oldest
-    first, bar-major, z-scored with its own train statistics, 0 where unknown), then its current weight (at the
-    decision bar's close), then 1 if it can trade at the next fill, else 0. One network can read every row.
+    `Box(-10, 10, (N, window * F + window * P + 2), float32)`: one row per asset, its last `window` bars of F
+    features (oldest first, bar-major, z-scored with its own train statistics, or ranked or z-scored across the
+    assets for a `cross_section:` feature; 0 where unknown), then under `window_normalization: last_close` the
+    window's P prices (close, high, low; close only for a close-only universe) over its last close, bar-major (P = 0
+    under `none`), then its current weight (at the decision bar's close), then 1 if it can trade at the next fill,
+    else 0. One network can read every row.
 
     ## Rewards
 
@@ -68,7 +72,9 @@ class PortfolioEnv(gym.Env):
         universe = self.market.universe
         self.n_assets = universe.n_assets
         n_features = self.market.features.shape[2]
-        self._row_width = self.cfg.window * n_features
+        self._feature_width = self.cfg.window * n_features
+        self._prices = self.market.window_prices  # None unless window_normalization: last_close
+        self._row_width = self._feature_width + self.cfg.window * len(self.market.price_names)
         self.observation_space = gym.spaces.Box(-10.0, 10.0, shape=(self.n_assets, self._row_width + EXTRA_COLUMNS),
                                                 dtype=np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(self.n_assets + 1,), dtype=np.float32)
@@ -92,7 +98,10 @@ class PortfolioEnv(gym.Env):
                 f"{', close-only' if universe.close_only else ''}, calendar {calendar}: "
                 f"{market.bars_per_year:.1f} bars a year",
                 f"features: {len(market.feature_names)} per asset ({', '.join(market.feature_names)}), warm-up "
-                f"{market.feature_warmup} bars",
+                f"{market.feature_warmup} bars"
+                + (f"; then each window's {', '.join(market.price_names)} / its last close (window_normalization: "
+                   f"last_close): rows of {self._row_width + EXTRA_COLUMNS} columns" if self._prices is not None
+                   else ""),
                 # The plan's time estimate is the preset's env steps/s, which knows nothing of the universe's size.
                 f"note: the time estimate counts env steps, not the {universe.n_assets} rows each update reads: at "
                 "N = 500 an iteration costs about 20x what it assumes on a CPU (docs/portfolio.md, \"One model for "
@@ -107,7 +116,10 @@ class PortfolioEnv(gym.Env):
         """The observation at decision row `row` with asset weights `held` (N,)."""
         obs = np.empty((self.n_assets, self._row_width + EXTRA_COLUMNS), dtype=np.float32)
         end = (row + 1) * self._n_features
-        obs[:, :self._row_width] = self._features[:, end - self._row_width:end]
+        obs[:, :self._feature_width] = self._features[:, end - self._feature_width:end]
+        if self._prices is not None:
+            obs[:, self._feature_width:self._row_width] = last_close_window(
+                self._prices[:, row + 1 - self.cfg.window:row + 1])
         obs[:, self._row_width] = held
         obs[:, self._row_width + 1] = self.market.tradable[row]
         return obs

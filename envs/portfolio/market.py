@@ -6,6 +6,14 @@ by content in the feature store), z-scored with that asset's own train statistic
 on one scale. An asset with no complete feature row in the train part (listed later) is scaled with the mean of
 the other assets' statistics. An asset can trade at decision row t when its observation is whole (its features
 complete over the whole window) and it has a bar at t+1 to fill at.
+
+A feature with `cross_section: rank | zscore` is replaced, once the assets are on the calendar, by its rank or
+z-score across the assets whose value is finite at that row (envs.portfolio.inputs), and is not z-scored again
+with the asset's own train statistics (its mean and std are stored as 0 and 1): a rank already lies on one scale
+for every asset, and a per-asset rescaling would undo what the cross-section compares (asset A's 0.5 would no
+longer mean what asset B's does). Under `window_normalization: last_close` the market also keeps each asset's
+close, high and low (close only when close-only) on the calendar rows, NaN outside its span, for the env to divide
+by each window's last close.
 """
 from __future__ import annotations
 
@@ -16,13 +24,14 @@ import numpy as np
 
 from envs.errors import InputError
 from envs.portfolio.config import PortfolioConfig
+from envs.portfolio.inputs import apply_cross_sections, price_columns
 from envs.portfolio.sources import content_digest, load_config_universe, source_key
 from envs.portfolio.universe import Universe, close_only_refusal
 from envs.splits import Fold
 from envs.trading.calendar import bars_per_year, check_calendar
 from envs.trading.features import market_features
 from envs.trading.features.matrix import apply_normalization
-from envs.trading.features.spec import file_sources
+from envs.trading.features.spec import column_cross_sections, file_sources
 
 SPLITS = ("train", "validation", "test")
 # Keys that change how the env trades a market, not the market: envs that differ only in these share one.
@@ -46,6 +55,8 @@ class PortfolioMarket:
     test_windows: tuple[tuple[int, int], ...]
     feature_mean: np.ndarray        # (N, F): what a served model normalizes each asset's features with
     feature_std: np.ndarray
+    window_prices: np.ndarray | None = None  # (N, T, P) under last_close: the prices a window is divided by
+    price_names: tuple[str, ...] = ()        # their columns (close first)
 
     @property
     def timestamps(self):  # noqa: ANN201 - a pandas DatetimeIndex
@@ -92,11 +103,15 @@ def _load_market(cfg: PortfolioConfig) -> PortfolioMarket:
     for symbol, frame in zip(universe.symbols, universe.frames, strict=True):
         raw, _, _ = market_features(items, frame, universe.timeframe, cfg.feature_store, f"{where} ({symbol})")
         raws.append(raw)
-    names = raws[0].names
+    modes = column_cross_sections(items)
+    names = tuple(f"{mode}({name})" if mode else name for name, mode in zip(raws[0].names, modes, strict=True))
     warmup = max(raw.warmup for raw in raws)
     first_rows = universe.first_rows
     features, complete = _on_calendar(raws, first_rows, n)
+    features = apply_cross_sections(features, modes)
     mean, std = _train_statistics(features, complete, fold.train)
+    crossed = np.array([mode is not None for mode in modes])
+    mean[:, crossed], std[:, crossed] = 0.0, 1.0  # on one scale across assets already (module docstring)
     normalized = np.stack([apply_normalization(features[i], mean[i], std[i]) for i in range(universe.n_assets)])
     normalized[~np.broadcast_to(complete.T[:, :, None], normalized.shape)] = 0.0
     tradable = _tradable(complete, universe.listed, cfg.window)
@@ -109,10 +124,12 @@ def _load_market(cfg: PortfolioConfig) -> PortfolioMarket:
                          f"{max(bounds['train'][1] - bounds['train'][0], 0)} rows at which two assets can trade "
                          f"after the features' warm-up ({warmup} bars) and the window ({cfg.window}), fewer than "
                          f"{min_rows}: use a longer history, fewer folds or shorter windows")
+    prices = price_columns(universe.close_only) if cfg.window_normalization == "last_close" else ()
     return PortfolioMarket(
         universe=universe, features=normalized, tradable=tradable, bounds=bounds, fold=fold, feature_names=names,
         feature_warmup=warmup, bars_per_year=bars_per_year(universe.timestamps, universe.timeframe, calendar),
-        test_windows=test_windows, feature_mean=mean, feature_std=std)
+        test_windows=test_windows, feature_mean=mean, feature_std=std,
+        window_prices=_prices_on_calendar(universe, prices) if prices else None, price_names=prices)
 
 
 def _on_calendar(raws: list, first_rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +141,14 @@ def _on_calendar(raws: list, first_rows: np.ndarray, n: int) -> tuple[np.ndarray
         features[i, start:start + len(raw.values)] = raw.values
     complete = np.isfinite(features).all(axis=2).T  # (T, N)
     return features, complete
+
+
+def _prices_on_calendar(universe: Universe, columns: tuple[str, ...]) -> np.ndarray:
+    """(N, T, P): each asset's `columns` on its span of calendar rows (holes as flat bars), NaN outside it."""
+    prices = np.full((universe.n_assets, len(universe.timestamps), len(columns)), np.nan)
+    for i, (start, frame) in enumerate(zip(universe.first_rows, universe.frames, strict=True)):
+        prices[i, int(start):int(start) + len(frame)] = frame[list(columns)].to_numpy(dtype=np.float64)
+    return prices
 
 
 def _train_statistics(features: np.ndarray, complete: np.ndarray,

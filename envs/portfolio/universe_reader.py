@@ -3,8 +3,11 @@
 A registered model of `trading/Portfolio-v0` carries one `UniverseReader`: its assets in the model's order, the
 feature list, window and timeframe, whether the universe is close-only, the weight rule, and each asset's
 normalization statistics from its fold's train rows. `read` computes every asset's features over its last bars with
-the env's own code (`build_raw`, `apply_normalization`) and writes the observation as `PortfolioEnv.observation_at`
-does, so a served model and the backtest see the same numbers (tests/unit/test_universe_reader.py).
+the env's own code (`build_raw`, `apply_normalization`, and envs.portfolio.inputs for a `cross_section:` feature and
+for `window_normalization: last_close`) and writes the observation as `PortfolioEnv.observation_at` does, so a
+served model and the backtest see the same numbers (tests/unit/test_universe_reader.py,
+tests/unit/test_portfolio_inputs.py). Every asset with a bar in the table enters the cross-sections at the rows where
+its feature has a value, as in the env, even one listed too recently to trade.
 
 The request is a DataFrame: a `timestamp` column (in process, a DatetimeIndex will do), then `ASSET:close` (and, for an
 OHLCV universe, `ASSET:open/high/low/volume`) columns for exactly the model's assets, oldest row first; and optionally
@@ -23,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from envs.errors import InputError
+from envs.portfolio.inputs import apply_cross_sections, last_close_window, price_columns
 from envs.portfolio.universe import asset_difference
 from envs.portfolio.weights import check_user_weights, scores_to_weights
 from envs.reader_file import FeatureWindowReader, load_reader, save_reader
@@ -30,6 +34,7 @@ from envs.trading.calendar import timeframe_delta
 from envs.trading.csv_import import parse_times
 from envs.trading.data import BAR_COLUMNS
 from envs.trading.features.matrix import apply_normalization, bars_needed, build_raw
+from envs.trading.features.spec import column_cross_sections
 
 FORMAT = "rlplatform-universe-reader/1"
 SEPARATOR = ":"
@@ -52,6 +57,7 @@ class UniverseReader(FeatureWindowReader):
     feature_bars: int = 0
     decision_interval: int = 1
     bars_per_year: float = 0.0
+    window_normalization: str = "none"  # PortfolioConfig.window_normalization
     # How the env traded and on which bars, so paper trading (envs.portfolio.paper) fills as the backtest did and
     # starts after the data the model saw
     fee_bps: float = 0.0
@@ -76,6 +82,7 @@ class UniverseReader(FeatureWindowReader):
         return cls(symbols=market.universe.symbols, features=list(cfg.features), timeframe=market.universe.timeframe,
                    window=cfg.window, close_only=market.universe.close_only, weights=cfg.weights, kappa=cfg.kappa,
                    gross_cap=cfg.gross_cap, feature_bars=needed or 0, decision_interval=cfg.decision_interval,
+                   window_normalization=cfg.window_normalization,
                    bars_per_year=market.bars_per_year, fee_bps=cfg.fee_bps, slippage_bps=cfg.slippage_bps,
                    data_start=stamps[0].isoformat(), data_end=stamps[-1].isoformat(), test_start=stamps[lo].isoformat(),
                    test_end=stamps[hi - 1].isoformat(), mean=market.feature_mean, std=market.feature_std,
@@ -115,19 +122,43 @@ class UniverseReader(FeatureWindowReader):
             raise InputError(f"this model cannot read bars: {self.refusal}")
         stamps = self._stamps(table)
         held = self._held(table)
-        rows = np.zeros((len(self.symbols), self.window * self.mean.shape[1] + 2), dtype=np.float32)
-        tradable = np.zeros(len(self.symbols), dtype=bool)
-        for i, symbol in enumerate(self.symbols):
-            bars = self._asset_bars(table, symbol, stamps)
-            if len(bars) < self.bars_needed or bars.index[-1] != stamps[-1]:
-                continue  # not listed long enough (or not at the last bar): weight 0, as in the env
-            raw = build_raw(self._items, bars.iloc[-self.bars_needed:], self.timeframe, "model features")
-            window = apply_normalization(raw.values[-self.window:], self.mean[i], self.std[i])
-            rows[i, :-2] = window.reshape(-1)
-            tradable[i] = True
-        rows[:, -2] = held[1:]
-        rows[:, -1] = tradable
+        frames = [self._asset_bars(table, symbol, stamps) for symbol in self.symbols]
+        raw = apply_cross_sections(np.stack([self._raw_window(bars, stamps) for bars in frames]),
+                                   column_cross_sections(self._items))
+        # As in the env: a row of the window with an unknown feature reads 0, and an asset whose window is not
+        # whole (listed too recently, or not at the last bar) cannot trade and gets weight 0
+        complete = np.isfinite(raw).all(axis=2)
+        features = np.stack([apply_normalization(raw[i], self.mean[i], self.std[i]) for i in range(len(frames))])
+        features[~complete] = 0.0
+        parts = [features.reshape(len(frames), -1)]
+        if self.window_normalization == "last_close":
+            columns = list(price_columns(self.close_only))
+            parts.append(last_close_window(np.stack([
+                self._on_window(bars[columns].to_numpy(dtype=np.float64), bars, stamps) for bars in frames])))
+        tradable = complete.all(axis=1)
+        rows = np.concatenate([*parts, held[1:, None].astype(np.float32), tradable[:, None].astype(np.float32)],
+                              axis=1)
         return rows[None], tradable, stamps[-1]
+
+    def _raw_window(self, bars: pd.DataFrame, stamps: pd.DatetimeIndex) -> np.ndarray:
+        """(window, F): the asset's raw features on the table's last `window` rows, NaN where unknown (before its
+        look-back is whole, outside its bars), from its last `bars_needed` bars as the env's own rows are."""
+        if not len(bars):
+            return np.full((self.window, self.mean.shape[1]), np.nan)
+        raw = build_raw(self._items, bars.iloc[-self.bars_needed:], self.timeframe, "model features")
+        return self._on_window(raw.values, bars, stamps)
+
+    def _on_window(self, values: np.ndarray, bars: pd.DataFrame, stamps: pd.DatetimeIndex) -> np.ndarray:
+        """Rows of `values` (the asset's last bars, ending at its last bar) on the table's last `window` rows, NaN
+        where the asset has none."""
+        out = np.full((self.window, values.shape[1]), np.nan)
+        if not len(bars):
+            return out
+        end = stamps.get_loc(bars.index[-1]) + 1 - (len(stamps) - self.window)  # one past its last row, in `out`
+        start = end - len(values)
+        if end > 0:
+            out[max(start, 0):end] = values[max(start, 0) - start:]
+        return out
 
     def decide(self, table: pd.DataFrame, policy: Callable[[np.ndarray], np.ndarray]) -> pd.DataFrame:
         """The target weights after the last bar's close (cash first), filled at the next bar's open."""

@@ -76,7 +76,9 @@ def agent_targets(policy: Policy, env: SpotTradingEnv) -> np.ndarray:
     """Walk the env's split with the greedy policy: the target position in force after each close of the
     split (decided at that close, or held since the last decision when decision_interval > 1); a continuous
     target is the clipped exposure asked for, which the replay leaves untraded within min_trade of the held one
-    as the env does. A margin call ends the walk: the account is flat from there on."""
+    as the env does. With min_hold the target is the action the env applied (`info["applied_action"]`: the held
+    one while it is younger than min_hold), so the replay trades what the env traded. A margin call ends the walk:
+    the account is flat from there on."""
     obs, info = env.reset(seed=0)
     lo, hi = env.market.bounds[env.cfg.split]
     targets = np.zeros(hi - lo)
@@ -85,7 +87,7 @@ def agent_targets(policy: Policy, env: SpotTradingEnv) -> np.ndarray:
         action = policy_action(policy(obs[None, :]), env.continuous)
         obs, _, terminated, truncated, info = env.step(action)
         ended = terminated or truncated
-        targets[row - lo:info["row"] - lo] = env.target_of(action)
+        targets[row - lo:info["row"] - lo] = env.target_of(info.get("applied_action", action))
         row = info["row"]
     targets[row - lo:] = info["position"]
     return targets

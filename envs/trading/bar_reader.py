@@ -11,9 +11,16 @@ tests/integration/test_retrain_loop.py check every bar of a test window).
 
 Features that read another series than the bars (`asset:` and `series:` blocks) cannot come from bars alone:
 such a reader keeps only the reason, and `read` refuses in one line.
+
+A served model is stateless per request, so a model trained with `min_hold` (a position held for at least that many
+decisions) is told the held position's age by the request: a `held_for` column beside `position` (the decisions it
+has been held; `min_hold` or more for a new account). `decide` applies the env's rule
+(`envs.trading.positions.hold_rule`) and answers the asked action, the applied one and the age to send next time; a
+request without `held_for` is refused in one line rather than answered without the rule.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -30,6 +37,7 @@ from envs.trading.positions import (
     EXPOSURE_BOUNDS,
     POSITION_SETS,
     exposure_target,
+    hold_rule,
     is_continuous,
     policy_action,
 )
@@ -57,6 +65,9 @@ class BarReader(FeatureWindowReader):
     # continuous positions existed are discrete). min_trade: a target this close to the held one is not traded.
     position_mode: str = "discrete"
     min_trade: float = 0.0
+    # Discrete positions: a position is held for at least this many decisions (1: no minimum; readers saved before
+    # min_hold existed have none)
+    min_hold: int = 1
     # What the policy was trained and scored on (ISO bar times): where a forward test may start, the backtest's window
     data_start: str = ""
     data_end: str = ""
@@ -89,8 +100,8 @@ class BarReader(FeatureWindowReader):
                   "position_mode": "continuous" if is_continuous(cfg.positions) else "discrete",
                   "symbol": market.symbol, "decision_interval": cfg.decision_interval, "fee_bps": cfg.fee_bps,
                   "slippage_bps": cfg.slippage_bps, "maintenance_margin": cfg.maintenance_margin,
-                  "min_trade": cfg.min_trade, "gaps": market.gaps, "calendar": market.calendar,
-                  "bars_per_year": market.bars_per_year, "data_start": _iso(stamps[0]),
+                  "min_trade": cfg.min_trade, "min_hold": cfg.hold_decisions, "gaps": market.gaps,
+                  "calendar": market.calendar, "bars_per_year": market.bars_per_year, "data_start": _iso(stamps[0]),
                   "data_end": _iso(stamps[-1]),
                   # a refit (envs.splits) has no test window: ""
                   "test_start": _iso(stamps[test_lo]) if test_hi > test_lo else "",
@@ -105,8 +116,10 @@ class BarReader(FeatureWindowReader):
         registration line, the model's description, its `inputs` tag and the serving command's line."""
         if self.refusal:
             return f"takes observations only: {self.refusal}"
+        held = (f" and the held position's held_for (min_hold {self.min_hold} decisions)" if self.min_hold > 1
+                else "")
         return (f"reads the last {self.bars_needed} {self.timeframe} bars of {self.symbol} (features' look-back "
-                f"{self.feature_bars} + window {self.window} - 1)")
+                f"{self.feature_bars} + window {self.window} - 1){held}")
 
     def tags(self) -> dict[str, str]:
         """Model version tags: what it reads, and the data it was trained and scored on."""
@@ -168,17 +181,41 @@ class BarReader(FeatureWindowReader):
         """The policy's decision after the last bar's close: the action, the target position, the bar it was
         decided on and the open it fills at (the next bar's). A `position` column's last value is the held position
         (flat when there is none). A continuous action is the exposure the policy gave; the target is it clipped into
-        the bounds, as the env clips it."""
+        the bounds, as the env clips it. With min_hold, a `held_for` column's last value is the held position's age in
+        decisions; the answer adds the applied action (the held one while it is younger than min_hold) and the age
+        after this decision (what the next request sends)."""
         held = float(bars["position"].iloc[-1]) if "position" in bars.columns else 0.0
         observation, bar_time = self.read(bars, held)
         chosen = policy_action(policy(observation), self.continuous)
+        hold: dict[str, list[int]] = {}
         if self.continuous:
             action, target = float(chosen[0]), exposure_target(chosen, *self.positions)
+        elif self.min_hold > 1:
+            applied, held_for = hold_rule(chosen, self.positions.index(held), self._held_for(bars), self.min_hold)
+            action, target = chosen, self.positions[int(applied)]
+            hold = {"applied_action": [int(applied)], "held_for": [int(held_for)]}
         else:
             action, target = chosen, self.positions[chosen]
-        return pd.DataFrame({"action": [action], "target_position": [target],
+        return pd.DataFrame({"action": [action], "target_position": [target], **hold,
                              "bar_time": [bar_time.isoformat()],
                              "applies_from": [(bar_time + timeframe_delta(self.timeframe)).isoformat()]})
+
+    def _held_for(self, bars: pd.DataFrame) -> int:
+        """The held position's age in decisions, from the request's `held_for` column; refused in one line when it is
+        missing or not a whole number of 1 or more (the model would otherwise decide without its min_hold)."""
+        if "held_for" not in bars.columns:
+            raise InputError(f"this model holds a position for at least min_hold {self.min_hold} decisions: give a "
+                             f"held_for column beside position (the decisions the held position has been held; "
+                             f"{self.min_hold} or more for a new account)")
+        given = bars["held_for"].iloc[-1]
+        given = given.item() if isinstance(given, np.generic) else given  # shown as written: 0, not np.int64(0)
+        try:
+            value = float(given)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (value >= 1 and value.is_integer()):  # also refuses NaN
+            raise InputError(f"held_for {given!r} is not a whole number of decisions of 1 or more")
+        return int(value)
 
     def _checked(self, bars: pd.DataFrame) -> pd.DataFrame:
         missing = [column for column in BAR_COLUMNS if column not in bars.columns]

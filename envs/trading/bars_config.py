@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from envs.splits import Protocol
 from envs.trading.calendar import parse_calendar
-from envs.trading.features.spec import parse_features_json
+from envs.trading.features.spec import cross_section_refusal, parse_features_json
 from envs.validation import StrictModel, validate
 
 # Keys RLlib adds to every env_config it hands an env (EnvContext); they are not the user's settings.
@@ -22,6 +22,8 @@ class BarsConfig(StrictModel):
 
     model_config = ConfigDict(frozen=True)
     ENV_LABEL: ClassVar[str] = "trading env"  # how refusals name the env
+    # Whether the family trades a universe, whose features may be ranked across its assets (`cross_section:`)
+    CROSS_SECTIONAL: ClassVar[bool] = False
 
     calendar: str | float | None = Field(
         default=None,
@@ -79,7 +81,9 @@ class BarsConfig(StrictModel):
     @field_validator("features")
     @classmethod
     def _known_features(cls, value: list[Any]) -> list[Any]:
-        parse_features_json(json.dumps(value, sort_keys=True, default=str))  # names, parameters, outputs, lags
+        items = parse_features_json(json.dumps(value, sort_keys=True, default=str))  # names, parameters, outputs, lags
+        if not cls.CROSS_SECTIONAL:
+            cross_section_refusal(items)
         return value
 
     def feature_items(self) -> tuple:

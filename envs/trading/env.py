@@ -40,6 +40,7 @@ from envs.trading.positions import (
     EXPOSURE_BOUNDS,
     POSITION_SETS,
     exposure_target,
+    hold_rule,
     is_continuous,
 )
 from envs.trading.sources import SYNTHETIC_MODELS, load_source_bars
@@ -93,6 +94,11 @@ class TradingConfig(BarsConfig):
         default=DEFAULT_MIN_TRADE, ge=0, lt=1,
         description="Continuous positions only (refused with a discrete set): a target closer than this to the held "
                     "exposure is not traded, so no dust rebalancing or fee.")
+    min_hold: int | None = Field(
+        default=None, ge=1,
+        description="Discrete positions only (refused with continuous ones): a position is held for at least this "
+                    "many decisions before it may change; while it is younger, the agent's action is overridden by "
+                    "holding it (info asked_action, applied_action, held_for). None or 1: no minimum.")
     maintenance_margin: float = Field(
         default=DEFAULT_MAINTENANCE_MARGIN, gt=0, lt=1,
         description="A short is liquidated (and the episode terminated) when equity <= maintenance_margin x the value "
@@ -116,6 +122,19 @@ class TradingConfig(BarsConfig):
                              f"{self.positions} trades whole positions, which no min_trade holds back; "
                              "remove min_trade or use positions continuous or continuous_long_short")
         return self
+
+    @model_validator(mode="after")
+    def _min_hold_is_for_discrete_positions(self) -> "TradingConfig":
+        if is_continuous(self.positions) and self.min_hold is not None:
+            raise ValueError(f"env_config.min_hold {self.min_hold} applies to discrete positions only: positions "
+                             f"{self.positions} sizes the position, which min_trade holds back instead; remove "
+                             "min_hold or use positions long_flat or long_short")
+        return self
+
+    @property
+    def hold_decisions(self) -> int:
+        """min_hold as a number: 1 (no minimum) when it is not set."""
+        return self.min_hold or 1
 
 
 @dataclass(frozen=True)
@@ -322,6 +341,11 @@ class SpotTradingEnv(gym.Env):
     (`envs.trading.ledger`), so exposures 0, 1 and -1 trade exactly as the discrete targets. A target equal to
     the held one, or within `min_trade` of it, places no order.
 
+    With `min_hold: K` (discrete sets only) a position is held for at least K decisions: while the held position is
+    younger, the action is overridden by the held index (`envs.trading.positions.hold_rule`), and the info says
+    `asked_action`, `applied_action` and `held_for` (the held position's age in decisions, counted up to K; a reset's
+    flat start counts as K, free to change).
+
     ## Observation Space
 
     `Box(-10, 10, (window * 8 + n,), float32)`: the last `window` bars' features (oldest first, 8 per
@@ -362,8 +386,8 @@ class SpotTradingEnv(gym.Env):
 
     One `config` dict (`TradingConfig`, validated with a "did you mean" for misspelt keys):
     `data_path` or `source: synthetic`, `symbol`, `timeframe`, `window`, `decision_interval`,
-    `episode_length`, `fee_bps`, `slippage_bps`, `positions`, `min_trade`, `maintenance_margin`, `reward_scale`,
-    `split`, `split_fractions` or `protocol` and `fold`, `calendar` (how many bars make a year).
+    `episode_length`, `fee_bps`, `slippage_bps`, `positions`, `min_trade`, `min_hold`, `maintenance_margin`,
+    `reward_scale`, `split`, `split_fractions` or `protocol` and `fold`, `calendar` (how many bars make a year).
 
     ```python
     gymnasium.make("trading/Spot-v0", config={"window": 24, "decision_interval": 24, "split": "validation"})
@@ -390,6 +414,7 @@ class SpotTradingEnv(gym.Env):
         self._position_eye = np.eye(len(self.targets), dtype=np.float32)
         self._flat_index = int(np.flatnonzero(self.targets == 0.0)[0]) if len(self.targets) else 0
         self._interval = self.cfg.decision_interval
+        self._min_hold = self.cfg.hold_decisions
         self.fee_rate = self.cfg.fee_bps / 1e4
         self.slippage_rate = self.cfg.slippage_bps / 1e4
         self.feature_names = self.market.feature_names
@@ -440,10 +465,16 @@ class SpotTradingEnv(gym.Env):
         self.ledger = Ledger(fee_rate=self.fee_rate, slippage_rate=self.slippage_rate,
                              maintenance_margin=self.cfg.maintenance_margin, min_trade=self.cfg.min_trade)
         self._action_index = self._flat_index
+        # min_hold's record of the last decision: asked and applied index, and the held position's age (the flat
+        # start is as old as min_hold: free to change)
+        self._asked = self._applied = self._flat_index
+        self._held_for = self._min_hold
         self._equity = 1.0
         return self._observation(), self._info()
 
     def step(self, action: int | np.ndarray):
+        if self._min_hold > 1:
+            action = self._hold(int(action))
         order = self._order(action)
         ledger = self.ledger
         fill_row = self._t + 1
@@ -469,9 +500,13 @@ class SpotTradingEnv(gym.Env):
         if not self.continuous:
             self._action_index = self._flat_index if called else int(action)
         self._t = next_row
-        info = {"equity": equity, "position": ledger.position, "fees_paid": ledger.fees_paid,
-                "trades": ledger.trades, "row": next_row, "margin_call": called}
-        return self._observation(), reward, called, next_row >= self._end and not called, info
+        return self._observation(), reward, called, next_row >= self._end and not called, self._info()
+
+    def _hold(self, asked: int) -> int:
+        """min_hold's rule on this decision: the index applied (the held one while it is younger than min_hold)."""
+        applied, held_for = hold_rule(asked, self._action_index, self._held_for, self._min_hold)
+        self._asked, self._applied, self._held_for = asked, int(applied), int(held_for)
+        return self._applied
 
     def target_of(self, action: int | np.ndarray) -> float:
         """The target position an action asks for: a set's target, or the exposure clipped into the bounds."""
@@ -487,6 +522,9 @@ class SpotTradingEnv(gym.Env):
         return float(self.targets[action]) if action != self._action_index else None
 
     def _info(self) -> dict[str, Any]:
-        return {"equity": self._equity, "position": self.ledger.position,
+        info = {"equity": self._equity, "position": self.ledger.position,
                 "fees_paid": self.ledger.fees_paid, "trades": self.ledger.trades, "row": self._t,
                 "margin_call": self.ledger.margin_called}
+        if self._min_hold > 1:
+            info.update(asked_action=self._asked, applied_action=self._applied, held_for=self._held_for)
+        return info

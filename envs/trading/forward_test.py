@@ -2,8 +2,9 @@
 baselines, with the backtest's ledger and costs.
 
 Each policy is replayed as paper trading replays it (`envs.trading.paper.replay`: decisions from the last bars
-its reader needs, filled at the next open), so the forward numbers are what paper trading would have shown; the
-baselines are the backtest's (`envs.trading.backtest.baseline_targets`) on the same rows.
+its reader needs, filled at the next open, a model's `min_hold` applied by the paper book), so the forward numbers
+are what paper trading would have shown; the baselines are the backtest's (`envs.trading.backtest.baseline_targets`)
+on the same rows.
 """
 from __future__ import annotations
 

@@ -7,7 +7,10 @@ from the first, as the env decides). After a margin call the account is flat and
 is a small JSON-able dict, so a paper-trading run resumes from its last logged state and replays the bars after
 it: the same bars give the same fills, none twice and none missed. Targets are whole positions or, for a model with
 continuous positions, any exposure in its bounds: the ledger carries the env's `min_trade`, so a paper account leaves
-the same small moves untraded as the backtest.
+the same small moves untraded as the backtest. A model trained with `min_hold` holds a position for at least that many
+decisions here too: the book keeps the held position's age (`held_for`, in its state), sends it with the bars (a
+`held_for` column, which the served model reads) and applies the env's rule (`envs.trading.positions.hold_rule`) to
+the target it gets back, so a decision that ignored the age still trades as the backtest did.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import pandas as pd
 from envs.errors import InputError
 from envs.trading.data import GAPS_KEPT
 from envs.trading.ledger import Ledger, trade_bar
+from envs.trading.positions import hold_rule
 
 # (the bars up to a decision bar, the held position) -> the target position decided at its close
 Decide = Callable[[pd.DataFrame, float], float]
@@ -48,10 +52,13 @@ class PaperBook:
     last_bar: str = ""       # ISO time of the last bar stepped
     equity: float = 1.0
     peak: float = 1.0
+    min_hold: int = 1        # decisions a position is held before it may change (1: no minimum)
+    held_for: int = 1        # the held position's age in decisions, counted up to min_hold (a new book: min_hold)
 
     def step(self, bar_time: str, open_price: float, close: float,
              decide: Callable[[float], float]) -> BarOutcome:
-        """Step one bar; `decide(held position) -> target` is asked at decision bars only."""
+        """Step one bar; `decide(held position) -> target` is asked at decision bars only, and min_hold's rule
+        applied to its answer."""
         fill = None
         if self.bars_seen > 0:
             before = (self.ledger.trades, self.ledger.units, self.ledger.fees_paid)
@@ -64,6 +71,9 @@ class PaperBook:
             self.pending = 0.0
         elif self.bars_seen % self.decision_interval == 0:
             decided = float(decide(self.ledger.position))
+            if self.min_hold > 1:
+                applied, held_for = hold_rule(decided, self.ledger.position, self.held_for, self.min_hold)
+                decided, self.held_for = float(applied), int(held_for)
             self.pending = decided
         self.bars_seen += 1
         self.last_bar = bar_time
@@ -82,20 +92,22 @@ def new_book(reader: Any) -> PaperBook:
     """A flat account trading as the model's env did (`reader`: its envs.trading.bar_reader.BarReader)."""
     return PaperBook(Ledger(fee_rate=reader.fee_bps / 1e4, slippage_rate=reader.slippage_bps / 1e4,
                             maintenance_margin=reader.maintenance_margin, min_trade=reader.min_trade),
-                     decision_interval=reader.decision_interval)
+                     decision_interval=reader.decision_interval, min_hold=reader.min_hold,
+                     held_for=reader.min_hold)
 
 
 def replay(book: PaperBook, bars: pd.DataFrame, rows: range, bars_needed: int, decide: Decide,
            on_bar: Callable[[pd.Timestamp, BarOutcome], None] | None = None) -> np.ndarray:
     """Step `book` through `rows` of `bars` (oldest first), giving `decide` the last `bars_needed` bars at each
-    decision; returns equity at each row's close."""
+    decision (with min_hold, and a `held_for` column: the held position's age); returns equity at each row's close."""
     opens, closes = bars["open"].to_numpy(), bars["close"].to_numpy()
     equity = np.empty(len(rows))
     for i, row in enumerate(rows):
         stamp = bars.index[row]
 
         def at_close(held: float, row: int = row) -> float:
-            return decide(bars.iloc[max(row + 1 - bars_needed, 0):row + 1], held)
+            window = bars.iloc[max(row + 1 - bars_needed, 0):row + 1]
+            return decide(window.assign(held_for=book.held_for) if book.min_hold > 1 else window, held)
 
         outcome = book.step(stamp.isoformat(), float(opens[row]), float(closes[row]), at_close)
         equity[i] = outcome.equity
@@ -147,8 +159,9 @@ class SpotPaper:
 
     def replay(self, book: PaperBook, bars: pd.DataFrame, rows: range, ask: Callable[[pd.DataFrame], pd.DataFrame],
                on_bar: Callable[[pd.Timestamp, BarOutcome], None] | None = None) -> np.ndarray:
-        """`ask` is given the last bars, the held position and, for a file that records its holes (imported with
-        --gaps drop), a gaps column saying so: the model then steps over them as the env did."""
+        """`ask` is given the last bars, the held position (with min_hold, its held_for too) and, for a file that
+        records its holes (imported with --gaps drop), a gaps column saying so: the model then steps over them as the
+        env did."""
         extra = {"gaps": GAPS_KEPT} if bars.attrs.get("gaps") == GAPS_KEPT else {}
 
         def decide(window: pd.DataFrame, held: float) -> float:

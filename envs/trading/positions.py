@@ -5,6 +5,11 @@ positions (`continuous`, `continuous_long_short`) size the position: the action 
 of equity held in the coin, clipped into `EXPOSURE_BOUNDS`. Both go to the same ledger (`envs.trading.ledger`) as a
 target fraction, so an exposure of exactly 0, 1 or -1 trades as the discrete target does.
 
+`min_hold` (discrete sets only): a position is held for at least that many decisions before it may change. Every
+path that turns a policy's action into a position applies it through one function, `hold_rule`: the env and the
+batched env (on action indices), and the served model's reader and the paper book (on targets), so a backtest, a
+served decision and a paper replay agree.
+
 Numpy only (no gymnasium): a served policy's bar reader (`envs.trading.bar_reader`) decides with these too.
 """
 from __future__ import annotations
@@ -21,6 +26,18 @@ POSITION_SETS = {"long_flat": (0.0, 1.0), "long_short": (-1.0, 0.0, 1.0)}
 EXPOSURE_BOUNDS = {"continuous": (0.0, 1.0), "continuous_long_short": (-1.0, 1.0)}
 # A continuous target closer than this to the held exposure is not traded: rebalancing dust costs a fee for nothing.
 DEFAULT_MIN_TRADE = 0.02
+
+
+def hold_rule(asked: Any, held: Any, held_for: Any, min_hold: int) -> tuple[np.ndarray, np.ndarray]:
+    """`min_hold`'s rule for one decision: (the applied action or target, the held position's age after it).
+
+    `held_for` is the number of decisions the held position has been held, counted up to `min_hold` (a new account
+    starts at `min_hold`: its flat start is free to change). While it is below `min_hold` the asked action is
+    overridden by the held one. The age after the decision is 1 when the applied position differs from the held one,
+    else one more (at most `min_hold`). Scalars or per-sub-env arrays alike (the batched env passes arrays): the
+    results are numpy values of the inputs' types, so every caller gets the same numbers."""
+    applied = np.where(np.less(held_for, min_hold), held, asked)
+    return applied, np.where(applied == held, np.minimum(np.add(held_for, 1), min_hold), 1)
 
 
 def is_continuous(positions: str) -> bool:

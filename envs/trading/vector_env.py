@@ -8,7 +8,8 @@ vectorized, observations gathered with one fancy index. Results are those of N `
 the same seeds (sub-env i is seeded with seed + i), the same episode starts, the same fills at the
 next bar's open with slippage and fees, the same margin calls (per sub-env terminations), the same
 observations, rewards and infos, for discrete position sets and continuous exposures alike
-(`tests/unit/test_continuous_positions.py`). The reward's log is
+(`tests/unit/test_continuous_positions.py`), and with `min_hold` (`tests/unit/test_min_hold.py`: the same
+`envs.trading.positions.hold_rule` on arrays). The reward's log is
 `math.log` per sub-env, because numpy's vectorized log (SIMD) differs from it in the last bit for ~4%
 of inputs; the single env keeps its fast `math.log` on a Python float.
 
@@ -36,7 +37,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from envs.errors import InputError
 from envs.trading.env import Market, TradingConfig, action_space, load_market, position_width, split_periods
 from envs.trading.ledger import EQUITY_FLOOR
-from envs.trading.positions import EXPOSURE_BOUNDS, POSITION_SETS, can_short, is_continuous
+from envs.trading.positions import EXPOSURE_BOUNDS, POSITION_SETS, can_short, hold_rule, is_continuous
 
 
 class SpotTradingVectorEnv(gym.vector.VectorEnv):
@@ -90,6 +91,7 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._fee_divisors = np.full(num_envs, 1.0 + self.fee_rate)
         self._reward_scales = np.full(num_envs, self._reward_scale)
         self._intervals = np.full(num_envs, self.cfg.decision_interval, dtype=np.int64)
+        self._min_hold = self.cfg.hold_decisions
         up, down = 1.0 + self.slippage_rate, 1.0 - self.slippage_rate  # Ledger's buy and sell price factors
         self._buy_factor = up  # a margin call buys the short back
         # Every bar's open and close in time order (open 0, close 0, open 1, ...): the marks of a short held from the
@@ -106,6 +108,10 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         shape = (num_envs,)
         self._t, self._end = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
         self._action_index = np.full(shape, self._flat_index, dtype=np.int64)
+        # min_hold's record of each sub-env's last decision (SpotTradingEnv._hold): asked and applied index, and the
+        # held position's age in decisions (a reset's flat start is as old as min_hold)
+        self._asked_actions, self._applied_actions = self._action_index.copy(), self._action_index.copy()
+        self._held_for = np.full(shape, self._min_hold, dtype=np.int64)
         self._equity, self._cash, self._units = np.ones(shape), np.ones(shape), np.zeros(shape)
         # The held target: read by continuous positions only; a discrete one is `targets[_action_index]`.
         self._position, self._fees_paid = np.zeros(shape), np.zeros(shape)
@@ -164,6 +170,8 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
             orders = (actions != self._position) & (np.abs(actions - self._position) >= self._min_trade)
         else:
             actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)  # maybe the caller's buffer
+            if self._min_hold > 1:
+                actions = self._hold(actions)
             orders = self._codes[self._action_index, actions]  # the same code for the same index: no order
         if self._any_autoreset:
             self._void(orders, self._autoreset)  # sub-envs whose episode ended restart now and ignore their action
@@ -204,6 +212,13 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._autoreset = terminated | truncated
         self._any_autoreset = np.count_nonzero(self._autoreset) > 0
         return self._observations(), rewards, terminated, truncated, self._infos()
+
+    def _hold(self, asked: np.ndarray) -> np.ndarray:
+        """min_hold's rule on every sub-env's decision: the indices applied (a new array; `asked` is copied, as it
+        may be the caller's buffer). Sub-envs about to reset get theirs back in `_reset_envs`."""
+        applied, self._held_for = hold_rule(asked, self._action_index, self._held_for, self._min_hold)
+        self._asked_actions, self._applied_actions = asked.copy(), applied
+        return applied
 
     def _void(self, orders: np.ndarray, mask: np.ndarray) -> None:
         """Cancel the orders of the sub-envs in `mask`, in place: a continuous order's flag cleared, a discrete
@@ -282,6 +297,10 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         self._fees_paid, self._trades = np.where(mask, 0.0, self._fees_paid), np.where(mask, 0, self._trades)
         self._margin_call = self._margin_call & ~mask
         self._liquidation_price = np.where(mask, np.inf, self._liquidation_price)
+        if self._min_hold > 1:
+            self._asked_actions = np.where(mask, self._flat_index, self._asked_actions)
+            self._applied_actions = np.where(mask, self._flat_index, self._applied_actions)
+            self._held_for = np.where(mask, self._min_hold, self._held_for)
 
     def _episode_bounds(self, rng: np.random.Generator) -> tuple[int, int]:
         """SpotTradingEnv._episode_bounds with this sub-env's generator (the same draw)."""
@@ -377,7 +396,12 @@ class SpotTradingVectorEnv(gym.vector.VectorEnv):
         is the held index's target: the same number `_position` would hold, gathered new."""
         every = self._every
         position = self._position.copy() if self.continuous else self.targets[self._action_index]
-        return {"equity": self._equity.copy(), "_equity": every, "position": position, "_position": every,
-                "fees_paid": self._fees_paid.copy(), "_fees_paid": every, "trades": self._trades.copy(),
-                "_trades": every, "row": self._t.copy(), "_row": every, "margin_call": self._margin_call.copy(),
-                "_margin_call": every}
+        infos = {"equity": self._equity.copy(), "_equity": every, "position": position, "_position": every,
+                 "fees_paid": self._fees_paid.copy(), "_fees_paid": every, "trades": self._trades.copy(),
+                 "_trades": every, "row": self._t.copy(), "_row": every, "margin_call": self._margin_call.copy(),
+                 "_margin_call": every}
+        if self._min_hold > 1:
+            infos.update(asked_action=self._asked_actions.copy(), _asked_action=every,
+                         applied_action=self._applied_actions.copy(), _applied_action=every,
+                         held_for=self._held_for.copy(), _held_for=every)
+        return infos

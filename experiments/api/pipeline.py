@@ -205,9 +205,10 @@ def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest,
 def _sweep(checked: Checked, request: RunRequest, console: Console, client: MlflowClient, tracking_uri: str,
            previous: SweepState | None, experiment_dir: Path, status_file: StatusFile, ending: Ending,
            result: RunResult) -> ExitCode:
+    from experiments.results.ensemble_logging import log_ensembles
     from experiments.results.mlflow_logging import log_judgement
     from experiments.results.printing import print_group, print_group_table, print_partial
-    from experiments.results.registry import register_group
+    from experiments.results.registry import register_ensemble, register_group
     from experiments.results.scoring import judge_sweep
     from experiments.results.trials import ALL, CheckpointReader, SweepFailed
     from experiments.results.trials_ledger import LedgerRun, TrialsLedger
@@ -276,6 +277,7 @@ def _sweep(checked: Checked, request: RunRequest, console: Console, client: Mlfl
                       f"fixing the cause, retry its trials with {escape(rerun_command(request, resume=True))}")
         return ExitCode.FAILED
     chosen_runs = log_judgement(client, state, judgement, out_dir, ledger)
+    ensemble_runs = log_ensembles(client, state, judgement, out_dir, ledger)
     result.groups, partial = judgement.groups, list(judgement.partial)
     print_partial(console, partial)
     single = len(judgement.groups) == 1
@@ -287,6 +289,10 @@ def _sweep(checked: Checked, request: RunRequest, console: Console, client: Mlfl
         model = register_group(exp, outcome, client, state, chosen_runs[group], reader, console, examples)
         result.models.append(model)
         partial += [model.refused] if model.refused else []
+        if outcome.ensemble is not None:  # its own version, beside the single chosen trial's
+            ensemble = register_ensemble(exp, outcome, client, state, ensemble_runs.get(group), console, examples)
+            result.ensembles.append(ensemble)
+            partial += [ensemble.refused] if ensemble.refused else []
     print_group_table(console, judgement, exp.tune.group_by)
     result.partial = partial
     clock.lap("score")

@@ -22,6 +22,7 @@ import envs
 from algos.spec import check_servable
 from envs.errors import InputError
 from experiments.config.checks import ENV_CONFIG_PREFIX
+from experiments.config.ensemble import check_ensemble
 from experiments.config.experiment import ExperimentConfig
 from experiments.config.files import Override, apply_overrides, parse_overrides, read_experiment
 from experiments.config.load import load_experiment
@@ -71,7 +72,8 @@ class Checked:
 def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
     """Small, at different points: a group_by grid keeps its first two values, walk-forward folds their last two;
     without either, the first searched grid keeps its first num_samples values when it has that many (sampling
-    its choices twice gave two identical trials); other grids become choices, and one seed is kept."""
+    its choices twice gave two identical trials); other grids become choices, and one seed is kept (two for an
+    ensemble, which needs two members)."""
     group = exp.tune.group_by
     space_in = exp.tune.search_space
     grids = [key for key, domain in space_in.items() if "grid" in domain]
@@ -87,7 +89,8 @@ def smoke_version(exp: ExperimentConfig) -> ExperimentConfig:
             domain = {"choice": domain["grid"]}
         space[key] = domain
     samples = 1 if kept else exp.tune.num_samples
-    tune = exp.tune.model_copy(update={"search_space": space, "seeds": exp.tune.seeds[:1], "num_samples": samples})
+    seeds = exp.tune.seeds[:2 if exp.ensemble else 1]
+    tune = exp.tune.model_copy(update={"search_space": space, "seeds": seeds, "num_samples": samples})
     smoke = exp.model_copy(update={"tune": tune})
     smoke._smoke_test = True
     return smoke
@@ -103,6 +106,7 @@ def load(conf: Path, overrides: Sequence[str | Override], smoke_test: bool) -> E
         raw = read_experiment(conf)
         exp = smoke_version(load_experiment(conf, [*smoke_budget(raw, overrides), *overrides], raw=raw))
     check_selection(exp, str(conf))
+    check_ensemble(exp, str(conf))
     return exp
 
 
@@ -160,6 +164,7 @@ def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[li
         # over it, so a key its evaluation env would refuse is refused here, not after training.
         env = exp.family.make(fold_config if exp.family.config_model else {**fold_config, **exp.evaluation.env_config})
         check_action_space(exp, env.action_space)
+        exp.spec.check_env(env, env_id, exp.training)
         described = described or envs.plan_lines(env)  # the first env built says where its features came from
         observation_bytes = 4 * math.prod(env.observation_space.shape or (1,))
         if exp.family.folds:
@@ -208,6 +213,18 @@ def env_steps_per_trial(exp: ExperimentConfig) -> int:
     return int(stop.get("training_iteration", 10) * exp.reporting.min_sample_timesteps_per_iteration)
 
 
+def describe_plateau(exp: ExperimentConfig) -> str | None:
+    """The plan's line for tune.plateau: what stops a trial before tune.stop, which stays its maximum (and the
+    estimate's budget)."""
+    if exp.tune.plateau is None:
+        return None
+    metric, mode, min_delta = exp.tune.curve_rule()
+    gain = f"by more than {min_delta:g}" if min_delta else "at all"
+    maximum = ", ".join(f"{key} {value:g}" for key, value in exp.tune.stop.items())
+    return (f"plateau: a trial stops once {metric} ({mode}) has not improved {gain} for {exp.tune.plateau.patience} "
+            f"iteration(s), else at tune.stop ({maximum}), the maximum the estimate counts")
+
+
 def describe_learning(plan: ResourcePlan, exp: ExperimentConfig) -> str:
     """What the preset changes in how the agent learns (experiments/hardware/batch.py): usually nothing."""
     training, fragment = exp.training, exp.env_runners.rollout_fragment_length
@@ -240,6 +257,8 @@ def plan_resources(exp: ExperimentConfig, preset: HardwarePreset, reason: str) -
              describe_learning(plan, exp),
              budget.describe() + f" [estimate from the preset's declared env steps/s x {speedup:g} for "
              f"{exp.algorithm} with these training settings]"]
+    plateau = describe_plateau(exp)
+    lines += [plateau] if plateau else []
     if exp.tune.search_space:
         lines.append("search space: " + ", ".join(f"{k}={v}" for k, v in describe_space(exp.tune.search_space).items()))
     lines += [f"note: {note}" for note in exp.notes]

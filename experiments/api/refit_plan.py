@@ -111,15 +111,16 @@ def logged_protocol(params: dict[str, str]) -> Protocol:
 def recipe_overrides(recipe: Recipe, window: RefitWindow, data_path: str, name: str) -> list[str]:
     """--set overrides that make an experiment train `recipe` on `window`'s bars of `data_path`: one trial, no
     evaluation (nothing is held out to evaluate on), the champion's searched values and seed, its iterations, one
-    checkpoint at the end. An incremental champion's warm start and settings are added by the caller, which fetches
-    the checkpoint."""
+    checkpoint at the end, no ensemble (one trial is one member). An incremental champion's warm start and settings
+    are added by the caller, which fetches the checkpoint."""
     iterations = recipe.iterations
     return [f"name={name}", f"{ENV_CONFIG}data_path={data_path}", "evaluation.protocol=null",
             "evaluation.evaluation_interval=null", f"{ENV_CONFIG}protocol={json.dumps(window.protocol)}",
             *(f"{key}={value}" for key, value in recipe.searched.items()),
             f"tune.seeds=[{recipe.seed}]", "tune.num_samples=1", "tune.search_alg=random", "tune.scheduler.type=fifo",
             f"tune.stop={{training_iteration: {iterations}}}", f"tune.checkpoint.frequency={iterations}",
-            "tune.checkpoint.select.after_exploration=false"]
+            "tune.checkpoint.select.after_exploration=false", "ensemble=null",
+            "tune.plateau=null"]  # the champion's budget, whole: no validation curve to stop on
 
 
 def configuration_changes(logged: dict[str, str], now: dict[str, str]) -> list[str]:

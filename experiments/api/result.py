@@ -25,6 +25,7 @@ class RunResult:
     partial: list[str] = field(default_factory=list)       # what is missing from the plan (exit 3), or why it failed
     groups: dict[str, "GroupOutcome"] = field(default_factory=dict)  # per group (coin; "all" without one)
     models: list["Registered"] = field(default_factory=list)  # one per group: its URI and version, or why not
+    ensembles: list["Registered"] = field(default_factory=list)  # with `ensemble:`, one per group: alias ensemble
     tracking_uri: str = ""
     experiment_id: str = ""
     parent_run_id: str = ""

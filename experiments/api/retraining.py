@@ -299,7 +299,7 @@ def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, fol
     pinned = [f"{key}={run.data.params[key]}" for key in exp.tune.search_space
               if key != FOLD_KEY and key in run.data.params]
     overrides = [*pinned, f"tune.seeds=[{run.data.params.get('seed', exp.tune.seeds[0])}]", "tune.num_samples=1",
-                 f"warm_start={checkpoint}"]
+                 f"warm_start={checkpoint}", "ensemble=null"]  # one trial: no ensemble to make of it
     if exp.evaluation.protocol and exp.evaluation.protocol.get("type") == "walk_forward":
         overrides.append("evaluation.protocol.folds=1")
     if not exp.smoke_test:

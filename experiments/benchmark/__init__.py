@@ -9,7 +9,8 @@ both see the same machine and the same load):
               (single env, and 8 envs in gymnasium's SyncVectorEnv),
 - `train`:    env steps/s of DQN training on the platform's CPU preset (experiments.config.experiment ->
               experiments.hardware -> algos.dqn -> `.build_algo().train()`) vs Stable-Baselines3 DQN
-              with the same network, batch size and replay ratio, for the same step budget,
+              with the same network, batch size and replay ratio, for the same step budget; and SAC
+              (conf/sac_btc.yaml, FastSAC) vs SB3's SAC with RLlib's Q network, the same settings,
 - `solve`:    wall time until CartPole-v1 greedy evaluation return >= 475 with conf/dqn_cartpole.yaml
               vs SB3 with the RL Zoo's CartPole hyperparameters,
 - `tracking`: time MLflow logging adds per Tune result, Tune's stock MLflowLoggerCallback vs the
@@ -30,7 +31,8 @@ both see the same machine and the same load):
               (plan, Ray start, training, between iterations, trial starts, scoring, shutdown; no peer).
 - `learner`:  one FastDQN and one FastSAC update (forward, loss, backward, clip, fused Adam, soft target update)
               timed without Ray on torch replicas of their RLModules, minibatch 32 to 4096, fp32, bf16 and
-              compiled, on CUDA if available else one CPU thread (no peer).
+              compiled, on CUDA if available else one CPU thread (no peer); and one update of the direct learner
+              (64 consecutive decisions of N = 20 and 500 assets) vs one PPO minibatch of 256 of the same net.
 
 Peers come from the `bench` extra (`pip install -e .[bench]`); a sub-benchmark whose peer is
 missing is skipped with the install command. Results: `runs/benchmarks/<name>.json` (untracked);

@@ -1,4 +1,5 @@
-"""`learner`: one FastDQN and one FastSAC update timed without Ray, minibatch 32 to 4096, fp32, bf16 and compiled.
+"""`learner`: one FastDQN and one FastSAC update timed without Ray, minibatch 32 to 4096, fp32, bf16 and compiled;
+one direct-learner update against one PPO minibatch of the same per-asset net.
 
 What the learners' minibatch loop runs per update (`algos.learner_math`: forward, loss from `algos.losses`, backward,
 global-norm clip, fused Adam, and SAC's soft target update), on torch-only replicas of the RLModules RLlib builds for
@@ -15,10 +16,22 @@ available, else the CPU with ONE torch thread (what one trial's learner gets on 
 benchmarks).
 
 Each row: warm-up, then the median of up to N timed updates (--steps; default 50, --quick 2) within the row's share
-of the run's time budget (--time-limit; default 300 s, --quick 30 s, so a run ends within 6 minutes however loaded
-the machine). A row whose one update, extrapolated from the batch before, would not fit its share is skipped, and a
-variant the device cannot run gets no figure: the note says which and why. `--quick`: 32 and 256, fp32 and bf16.
-No peer. Imports torch and numpy only (no Ray, mlflow or pydantic).
+of the run's time budget (--time-limit; default 300 s, --quick 30 s; the direct rows below have their own 60 s, so a
+run ends within about 6 minutes however loaded the machine). A row whose one update, extrapolated from the batch
+before, would not fit its share is skipped, and a variant the device cannot run gets no figure: the note says which
+and why. `--quick`: 32 and 256, fp32 and bf16.
+These rows have no peer. This process imports torch and numpy only (no Ray, mlflow or pydantic).
+
+The direct rows (`algorithm: direct`, algos/direct/): one update of the direct learner's own code,
+`PortfolioProblem.step` on a mini-batch of 64 consecutive decisions of a synthetic universe of N assets (the
+observations at the memory's weights, the shared-weights PolicyNet's forward pass, the log growth through the exact
+cost), its backward pass and an Adam step, against its peer in the same process: one PPO minibatch update of 256
+observations of the same per-asset net ([32, 32], the shipped portfolio confs' `model_hiddens`; its value net too),
+the two taken in turn (experiments.studies.portfolio_gpu_timing builds both). The ratio is PPO's time over the
+direct one's (>= 1.0x: the direct update costs at most the PPO minibatch, issue 52's target). N = 20 and 500
+(--quick: 20). They run in one child process with a deadline of 60 s (--quick too, so it takes up to ~1.5 minutes),
+imports and universes included, since the env imports pydantic and the module's file Ray; a row the child did not
+finish says why.
 """
 from __future__ import annotations
 
@@ -44,8 +57,15 @@ BATCHES, COMPILED_BATCHES, QUICK_BATCHES = (32, 256, 1024, 4096), (256, 4096), (
 HIDDENS = [128, 128]  # conf/dqn_btc.yaml's rl_module, which conf/sac_btc.yaml extends
 DQN_OBS, DQN_ACTIONS = 194, 2  # trading/Spot-v0, window 24, positions long_flat
 SAC_OBS, SAC_ACTION_DIM = 193, 1  # the same env, positions continuous
-RUN_SECONDS, QUICK_SECONDS = 300.0, 30.0  # a run's budget: half for the eager rows, the rest for the compiled ones
+# The learner_math rows' budget (half eager, half compiled; all eager with --quick), and the direct rows' own (their
+# child imports RLlib and builds the universes: ~25 s at load 13 here, before the first timed update).
+RUN_SECONDS, QUICK_SECONDS, DIRECT_SECONDS = 300.0, 30.0, 60.0
 CHILD = "import json, sys; from experiments.benchmark.learner_bench import child; child(json.loads(sys.argv[1]))"
+DIRECT_CHILD = ("import json, sys; from experiments.benchmark.learner_bench import direct_child; "
+                "direct_child(json.loads(sys.argv[1]))")
+DIRECT_ASSETS, QUICK_DIRECT_ASSETS = (20, 500), (20,)
+DIRECT_BATCH, DIRECT_PEER_BATCH = 64, 256  # consecutive decisions; PPO observations (issue 52, "Update cost")
+PORTFOLIO_HIDDENS = [32, 32]  # conf/canary_portfolio_planted.yaml's model_hiddens, which the direct confs keep
 
 
 @dataclass
@@ -78,6 +98,32 @@ class Row:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "updates_per_s": self.updates_per_s, "transitions_per_s": self.transitions_per_s}
+
+
+@dataclass
+class DirectRow:
+    """The direct learner's update at N assets and its peer's (PPO minibatch), each a median over `updates`."""
+
+    assets: int
+    batch: int = DIRECT_BATCH
+    peer_batch: int = DIRECT_PEER_BATCH
+    median_s: float | None = None
+    peer_median_s: float | None = None
+    updates: int = 0
+    setup_s: float | None = None
+    note: str = ""
+
+    def figure(self) -> Figure:
+        measured = self.median_s is not None and self.peer_median_s is not None
+        figure = Figure(f"direct update, {self.batch} consecutive decisions, N = {self.assets}", "updates/s",
+                        1.0 / self.median_s if measured else None, 1.0 / self.peer_median_s if measured else None,
+                        target=">= 1.0x peer", note=self.note)
+        if measured:
+            figure.met = figure.ratio >= 1.0
+            figure.note = (f"median {self.median_s * 1e3:.2f} ms; peer (PPO minibatch of {self.peer_batch} "
+                           f"observations, the same {PORTFOLIO_HIDDENS} per-asset net) {self.peer_median_s * 1e3:.2f} "
+                           f"ms; {self.updates} updates each, in turn; universe and nets built in {self.setup_s:.1f} s")
+        return figure
 
 
 def _batch(algorithm: str, size: int, device: torch.device, seed: int) -> dict[str, torch.Tensor]:
@@ -149,25 +195,45 @@ def _eager(row: Row, device: torch.device, max_updates: int, share: float, predi
 
 
 def _compiled(rows: list[Row], max_updates: int, seconds: float, seed: int) -> list[Row]:
-    """The compiled rows, measured in order in one child process (its own session, so it dies with its compile
-    workers when `seconds` are up: a compile cannot be stopped in-process); each row's timed updates get a quarter of
-    its even share. A row the child did not print says why."""
-    spec = json.dumps({"rows": [asdict(row) for row in rows], "max_updates": max_updates,
-                       "seconds": seconds / len(rows) / 4, "seed": seed})
-    child = subprocess.Popen([sys.executable, "-c", CHILD, spec], cwd=REPO, stdout=subprocess.PIPE,
+    """The compiled rows, measured in order in one child process (a compile cannot be stopped in-process); each
+    row's timed updates get a quarter of its even share. A row the child did not print says why."""
+    spec = {"rows": [asdict(row) for row in rows], "max_updates": max_updates,
+            "seconds": seconds / len(rows) / 4, "seed": seed}
+    lines, why = _child_lines(CHILD, spec, seconds, "torch.compile failed",
+                              "compile and timing did not finish within the {seconds:.0f} s the time budget left the "
+                              "compiled rows")
+    measured = [Row(**json.loads(line)) for line in lines]
+    for row in rows[len(measured):]:
+        row.note = why
+    return measured + rows[len(measured):]
+
+
+def _direct(rows: list[DirectRow], max_updates: int, seconds: float, seed: int) -> list[DirectRow]:
+    """The direct rows, measured in order in one child process within `seconds` (it imports Ray and pydantic, which
+    this process does not). A row the child did not print says why."""
+    spec = {"rows": [asdict(row) for row in rows], "max_updates": max_updates, "seconds": seconds, "seed": seed}
+    lines, why = _child_lines(DIRECT_CHILD, spec, seconds, "the direct update failed",
+                              "imports, universes and timing did not finish within the direct rows' {seconds:.0f} s")
+    measured = [DirectRow(**json.loads(line)) for line in lines]
+    for row in rows[len(measured):]:
+        row.note = why
+    return measured + rows[len(measured):]
+
+
+def _child_lines(code: str, spec: dict[str, Any], seconds: float, failed: str, late: str) -> tuple[list[str], str]:
+    """The JSON lines a child running `code` on `spec` printed, and why it printed no more: `failed` and its last
+    error line, or `late` when it was killed at `seconds` (its own session, so it dies with any workers it started)."""
+    child = subprocess.Popen([sys.executable, "-c", code, json.dumps(spec)], cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = child.communicate(timeout=seconds)
-        why = f"torch.compile failed: {(err.strip().splitlines() or ['?'])[-1][:200]}"
+        why = f"{failed}: {(err.strip().splitlines() or ['?'])[-1][:200]}"
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
         out, _ = child.communicate()
-        why = f"compile and timing did not finish within the {seconds:.0f} s the time budget left the compiled rows"
-    measured = [Row(**json.loads(line)) for line in out.splitlines() if line.startswith("{")]
-    for row in rows[len(measured):]:
-        row.note = why
-    return measured + rows[len(measured):]
+        why = late.format(seconds=seconds)
+    return [line for line in out.splitlines() if line.startswith("{")], why
 
 
 def _first_line(error: BaseException) -> str:
@@ -211,12 +277,15 @@ def run(budget: Budget) -> Report:
     finally:
         torch.set_num_threads(threads)
     rows.sort(key=lambda r: (ALGORITHMS.index(r.algorithm), r.batch, VARIANTS.index(r.variant)))
+    direct = _direct([DirectRow(n) for n in (QUICK_DIRECT_ASSETS if budget.quick else DIRECT_ASSETS)],
+                     max_updates, DIRECT_SECONDS, budget.seed)
     where = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu, 1 torch thread ({threads} available)"
-    return Report("learner", __doc__.splitlines()[0], f"algos.learner_math on {where}", "(none)",
-                  [row.figure() for row in rows],
+    return Report("learner", __doc__.splitlines()[0], f"algos.learner_math and algos/direct on {where}",
+                  f"direct rows: a PPO minibatch update of {DIRECT_PEER_BATCH} observations, same net",
+                  [row.figure() for row in rows] + [row.figure() for row in direct],
                   {"device": where, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                    "torch": torch.__version__, "max_updates_per_row": max_updates, "time_budget_s": seconds,
-                   "rows": [row.as_dict() for row in rows]})
+                   "rows": [row.as_dict() for row in rows], "direct_rows": [asdict(row) for row in direct]})
 
 
 def child(spec: dict[str, Any]) -> None:
@@ -228,3 +297,35 @@ def child(spec: dict[str, Any]) -> None:
         measured = _measure(Row(**row), device, spec["max_updates"], spec["seconds"], spec["seed"])
         print(json.dumps(asdict(measured)), flush=True)
 
+
+def direct_child(spec: dict[str, Any]) -> None:
+    """The direct rows in this process (the child `_direct` starts): prints each measured row as a JSON line. Each
+    row gets an even share of the time left (the universe's build inside it); at least one timed update each."""
+    from experiments.studies.portfolio_gpu_timing import direct_update, ppo_update
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        torch.set_num_threads(1)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    deadline = time.perf_counter() + 0.9 * spec["seconds"]  # before the parent's kill
+    rows = [DirectRow(**row) for row in spec["rows"]]
+    for index, row in enumerate(rows):
+        row_deadline = time.perf_counter() + max(deadline - time.perf_counter(), 0.0) / (len(rows) - index)
+        started = time.perf_counter()
+        updates = {"direct": direct_update(device, row.assets, row.batch, PORTFOLIO_HIDDENS),
+                   "peer": ppo_update(device, row.assets, row.peer_batch, PORTFOLIO_HIDDENS)}
+        row.setup_s = time.perf_counter() - started
+        samples: dict[str, list[float]] = {name: [] for name in updates}
+        for update in updates.values():  # warm-up
+            update()
+        while len(samples["direct"]) < spec["max_updates"] and (
+                not samples["direct"] or time.perf_counter() < row_deadline):
+            for name, update in updates.items():
+                sync()
+                started = time.perf_counter()
+                update()
+                sync()
+                samples[name].append(time.perf_counter() - started)
+        row.median_s, row.peer_median_s = statistics.median(samples["direct"]), statistics.median(samples["peer"])
+        row.updates = len(samples["direct"])
+        print(json.dumps(asdict(row)), flush=True)

@@ -11,6 +11,11 @@ gradient clipping and replay ratio (replayed samples per env step: RLlib's `trai
 SB3's `batch_size * gradient_steps / train_freq`). Both run in this process with one torch thread
 (what `experiments.api.pipeline` sets for the driver). Env steps/s = steps sampled / wall time of the
 training loop (algorithm construction and Ray start are reported apart).
+
+SAC rows: conf/sac_btc.yaml as shipped (FastSAC, positions continuous) vs SB3's SAC with the same settings and replay
+ratio and the same networks: SB3's actor is already RLlib's shape, and its critics are replaced by RLlib's Q network
+(the multi-stream encoder with the conf's fusion net: experiments/benchmark/sb3_rllib_q.py). A variant row gives SB3
+with its own, smaller critics (one MLP over observation and action), the peer before 2026-12-05.
 """
 from __future__ import annotations
 
@@ -127,8 +132,9 @@ def sb3_settings(exp, plan) -> dict[str, Any]:
 def sb3_sac_settings(exp, plan) -> dict[str, Any]:
     """SB3 SAC arguments equal to the platform's SAC experiment: learning rate, gamma, tau, batch, buffer, learning
     start, initial entropy weight (tuned toward SB3's auto target, -1 here, as the platform's), twin critics (SB3's
-    default; the platform's twin_q), hidden layers and replay ratio."""
-    training = exp.training
+    default; the platform's twin_q), hidden layers, replay ratio, and RLlib's Q network (`q_network`: the multi-stream
+    encoder with the experiment's fusion net, experiments/benchmark/sb3_rllib_q.py) in place of SB3's critics."""
+    training, module = exp.training, exp.rl_module
     batch = training.train_batch_size_per_learner
     freq = _train_freq(exp, plan)
     return {
@@ -137,7 +143,9 @@ def sb3_sac_settings(exp, plan) -> dict[str, Any]:
         "learning_starts": training.num_steps_sampled_before_learning_starts,
         "ent_coef": f"auto_{training.initial_alpha}",
         "train_freq": freq.numerator, "gradient_steps": freq.denominator,
-        "policy_kwargs": {"net_arch": list(exp.rl_module.fcnet_hiddens)},
+        "policy_kwargs": {"net_arch": list(module.fcnet_hiddens)},
+        "q_network": {"hiddens": list(module.fcnet_hiddens), "activation": module.fcnet_activation,
+                      "fusion": list(module.fusionnet_hiddens), "head_hiddens": list(module.head_fcnet_hiddens)},
         "replay_ratio": batch * freq.denominator / freq.numerator,
     }
 
@@ -152,18 +160,24 @@ VARIANTS = {
 
 def train_sb3(env_id: str, env_kwargs: dict[str, Any], settings: dict[str, Any], steps: int, seed: int,
               epsilon_steps: int | None, algorithm: str = "DQN") -> dict[str, Any]:
-    """SB3's `algorithm` (DQN, with its epsilon schedule over `epsilon_steps`, or SAC) for `steps` env steps."""
+    """SB3's `algorithm` (DQN, with its epsilon schedule over `epsilon_steps`, or SAC, with RLlib's Q network where
+    `settings` give one as `q_network`) for `steps` env steps."""
     sb3 = require("stable_baselines3", "stable-baselines3")
     import gymnasium as gym
 
     import envs  # noqa: F401
 
-    kwargs = {k: v for k, v in settings.items() if k != "replay_ratio"}
+    kwargs = {k: v for k, v in settings.items() if k not in ("replay_ratio", "q_network")}
     if epsilon_steps is not None:
         kwargs["exploration_fraction"] = min(1.0, epsilon_steps / steps)
+    policy: Any = "MlpPolicy"
+    if settings.get("q_network") is not None:
+        from experiments.benchmark.sb3_rllib_q import policy_class
+
+        policy = policy_class(settings["q_network"])
     env = gym.make(env_id, **env_kwargs)
     start = time.perf_counter()
-    model = getattr(sb3, algorithm)("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    model = getattr(sb3, algorithm)(policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
     build_s = time.perf_counter() - start
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
@@ -206,7 +220,7 @@ def run(budget: Budget) -> Report:
         variant = Figure(f"same, {name}", "env steps/s", result["steps_per_s"], theirs["steps_per_s"])
         variant.note = f"replay ratio {result['achieved_replay_ratio']:.2f}"
         figures.insert(len(figures) - 1, variant)
-    sac = _sac_rows(steps, budget.seed)
+    sac = _sac_rows(steps, budget.seed, budget.variants)
     figures += sac.pop("figures")
     details = {
         "steps": steps, "conf": str(CONF.relative_to(REPO)), "overrides": overrides,
@@ -231,18 +245,31 @@ def _env_kwargs(exp) -> dict[str, Any]:
         dict(exp.environment.env_config)
 
 
-def _sac_rows(steps: int, seed: int) -> dict[str, Any]:
+def _sac_rows(steps: int, seed: int, variants: bool = True) -> dict[str, Any]:
     """SAC on the same env with a continuous position (conf/sac_btc.yaml as shipped: FastSAC) vs SB3's SAC with the
-    same settings and replay ratio."""
+    same settings, replay ratio and Q network (RLlib's, sb3_rllib_q.py); and, as a variant row, vs SB3's SAC with its
+    own critics (an MLP of the same widths over observation and action: a smaller network than RLlib's)."""
     exp, plan, overrides = platform_experiment(SAC_CONF, steps)
     settings = sb3_sac_settings(exp, plan)
     ours = train_platform(exp, plan, steps, seed)
     theirs = train_sb3(exp.environment.env, _env_kwargs(exp), settings, steps, seed, None, algorithm="SAC")
-    figure = Figure("SAC training, env steps/s (conf/sac_btc.yaml: FastSAC, positions continuous)", "env steps/s",
-                    ours["steps_per_s"], theirs["steps_per_s"], target=f">= {TARGET:.1f}x peer")
+    q_network = settings["q_network"]
+    figure = Figure("SAC training, env steps/s (conf/sac_btc.yaml: FastSAC, positions continuous; the same Q network "
+                    "both sides)", "env steps/s", ours["steps_per_s"], theirs["steps_per_s"],
+                    target=f">= {TARGET:.1f}x peer")
     figure.met = figure.ratio is not None and figure.ratio >= TARGET
     figure.note = (f"replay ratio platform {ours['achieved_replay_ratio']:.2f} / SB3 "
                    f"{theirs['achieved_replay_ratio']:.2f} samples per env step; batch {settings['batch_size']}; "
-                   f"net {settings['policy_kwargs']['net_arch']}; twin critics both sides")
-    return {"figures": [figure], "conf": str(SAC_CONF.relative_to(REPO)), "overrides": overrides,
-            "sb3_settings": settings, "platform": ours, "peer": theirs}
+                   f"actor {settings['policy_kwargs']['net_arch']}; twin critics both sides, each RLlib's "
+                   f"multi-stream Q (obs and action MLPs {q_network['hiddens']}, fusion {q_network['fusion']} tanh)")
+    figures = [figure]
+    own = None
+    if variants:
+        own_settings = {**settings, "q_network": None}
+        own = train_sb3(exp.environment.env, _env_kwargs(exp), own_settings, steps, seed, None, algorithm="SAC")
+        variant = Figure(f"same, SB3's own critics (an MLP {q_network['hiddens']} over observation and action)",
+                         "env steps/s", ours["steps_per_s"], own["steps_per_s"])
+        variant.note = f"replay ratio SB3 {own['achieved_replay_ratio']:.2f}; FastSAC's Q network is the larger"
+        figures.append(variant)
+    return {"figures": figures, "conf": str(SAC_CONF.relative_to(REPO)), "overrides": overrides,
+            "sb3_settings": settings, "platform": ours, "peer": theirs, "peer_own_critics": own}

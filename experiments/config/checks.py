@@ -2,7 +2,8 @@
 
 Each raises an `InputError` naming the file and the key: search-space keys that address no setting,
 searched values the setting (or the env family's config) refuses, searches the hardware plan cannot
-honour, and `tune.metric` / `tune.stop` keys the algorithm never reports.
+honour, `tune.metric` / `tune.stop` / `tune.plateau.metric` keys the algorithm never reports, and a plateau's
+patience shorter than the evaluation interval it watches.
 """
 from __future__ import annotations
 
@@ -80,10 +81,13 @@ def _closest_result_key(key: str, known: list[str]) -> str:
 
 def check_result_keys(config: "ExperimentConfig", source: str) -> None:
     """`tune.metric` and every `tune.stop` key must be a result key the algorithm reports ("/"-separated):
-    a typo would otherwise never select or never stop, and Tune says so only after the sweep started."""
+    a typo would otherwise never select or never stop, and Tune says so only after the sweep started. So must
+    tune.plateau.metric, and the plateau's patience must outlast the evaluation interval (check_plateau_patience)."""
     spec = config.spec
     family_keys = [f"evaluation/validation/{key}" for key in config.family.validation_keys]
     named = [("tune.metric", config.tune.metric), *(("tune.stop", key) for key in config.tune.stop)]
+    if config.tune.plateau is not None and config.tune.plateau.metric is not None:
+        named.append(("tune.plateau.metric", config.tune.plateau.metric))
     for where, key in named:
         if not spec.reports(key) and key not in family_keys:
             known = spec.result_keys() + family_keys
@@ -93,3 +97,15 @@ def check_result_keys(config: "ExperimentConfig", source: str) -> None:
         if key in family_keys and not config.evaluation.evaluation_interval:
             raise InputError(f"{source}: {where} {key!r} is scored after each evaluation, and evaluation."
                              "evaluation_interval is not set; set it (e.g. 2) or select on another key")
+    check_plateau_patience(config, source)
+
+
+def check_plateau_patience(config: "ExperimentConfig", source: str) -> None:
+    """A plateau on an evaluation key sees a new score every evaluation.evaluation_interval iterations only: a shorter
+    patience would stop every trial between two evaluations, before the next one could improve."""
+    plateau, interval = config.tune.plateau, config.evaluation.evaluation_interval or 0
+    metric = config.tune.curve_rule()[0]
+    if plateau is not None and metric.startswith("evaluation/") and plateau.patience < interval:
+        raise InputError(f"{source}: tune.plateau.patience {plateau.patience} is shorter than evaluation."
+                         f"evaluation_interval {interval}, and {metric!r} changes only when an evaluation runs: "
+                         f"set patience to at least {interval}")

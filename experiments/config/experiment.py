@@ -205,6 +205,25 @@ class SchedulerSection(Section):
         description="asha: the most training iterations a trial runs. None: the stop criterion's training_iteration.")
 
 
+class PlateauSection(Section):
+    """Stop a trial whose validation score has stopped improving (experiments/sweep/plateau.py); `tune.stop` stays
+    the maximum budget, and the first of the two stops the trial."""
+
+    metric: str | None = Field(
+        default=None,
+        description="The result key (\"/\"-separated) whose curve is watched. None: tune.metric.")
+    patience: int = Field(
+        ge=1,
+        description="Training iterations without a new best (a gain of more than min_delta) after which the trial "
+                    "stops, e.g. 4.")
+    min_delta: float = Field(
+        default=0.0, ge=0,
+        description="How much better than the best so far an iteration must be to count as a new best, in the "
+                    "metric's units (0: any gain).")
+    mode: Literal["max", "min"] | None = Field(
+        default=None, description="Whether a higher or a lower metric is better. None: tune.mode.")
+
+
 class TuneSection(Section):
     metric: str = Field(
         default="env_runners/episode_return_mean",
@@ -239,7 +258,12 @@ class TuneSection(Section):
         default_factory=lambda: {"training_iteration": 10},
         description="Result keys and thresholds, e.g. training_iteration, env_runners/num_env_steps_sampled_lifetime, "
                     "time_total_s or a target return env_runners/episode_return_mean: a trial stops at the first "
-                    "reached.")
+                    "reached. With tune.plateau, the maximum budget.")
+    plateau: PlateauSection | None = Field(
+        default=None,
+        description="Stop a trial earlier, once its validation score has not improved for `patience` iterations, "
+                    "e.g. {patience: 4}; unlike scheduler asha it compares a trial with its own past, never with "
+                    "other trials (docs/learning.md). None: every trial runs to tune.stop.")
     group_by: str | None = Field(
         default=None,
         description="A search_space key: the best trial is picked and scored per value of this setting, e.g. one "
@@ -283,6 +307,25 @@ class TuneSection(Section):
     @classmethod
     def _searchable(cls, space: Any) -> Any:
         return check_search_space(space) if isinstance(space, dict) else space
+
+    def curve_rule(self) -> tuple[str, Literal["max", "min"], float]:
+        """The metric, mode and minimum gain a trial's validation curve is read by (the plateau's stopper and whether
+        a finished trial's curve had flattened): tune.plateau's, each defaulting to tune.metric and tune.mode;
+        without a plateau tune.metric, tune.mode and any gain."""
+        if self.plateau is None:
+            return self.metric, self.mode, 0.0
+        return self.plateau.metric or self.metric, self.plateau.mode or self.mode, self.plateau.min_delta
+
+
+class EnsembleSection(Section):
+    """One more model from a run's chosen trials: per fold, its members' mean decision (algos/ensemble_policy.py),
+    judged beside the single chosen trial and registered as a version of its own (alias `ensemble`)."""
+
+    over: Literal["seeds", "configurations"] = Field(
+        description="Who the members are, per fold: seeds (the seeds of the configuration chosen on that fold's "
+                    "validation part) or configurations (every configuration of the group and every seed). Their "
+                    "decision is the mean of theirs: Q-values, action probabilities, portfolio weights or target "
+                    "exposures.")
 
 
 class TrackingSection(Section):
@@ -339,12 +382,17 @@ class ExperimentConfig(Section):
         default_factory=ReportingSection, description="How much one training iteration holds.")
     tune: TuneSection = Field(
         default_factory=TuneSection,
-        description="The sweep: metric, seeds, search space, scheduler, stop criterion and checkpoints.")
+        description="The sweep: metric, seeds, search space, scheduler, stop criterion, plateau and checkpoints.")
     tracking: TrackingSection = Field(
         default_factory=TrackingSection, description="MLflow: where runs are logged and what system use they record.")
     retrain: RetrainSection = Field(
         default_factory=RetrainSection,
         description="How python -m experiments.retrain makes a challenger and judges it against the champion.")
+    ensemble: EnsembleSection | None = Field(
+        default=None,
+        description="Make one more model of the run's chosen trials, e.g. {over: seeds}: per fold the mean decision "
+                    "of the chosen configuration's seeds, judged beside the single chosen trial on the same test "
+                    "windows and registered (alias ensemble). None: the single chosen trial only.")
     warm_start: str | None = Field(
         default=None,
         description="A checkpoint every trial starts from (weights and optimizer state; the replay buffer starts "

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from envs.report import EvaluationReport
 from experiments.plan.provenance import machine_line
+from experiments.records.learning_curves import CurveJudgement
 from experiments.results.importance import MEAN
 from experiments.results.report import group_table
 from experiments.results.scoring import Judgement
@@ -39,10 +40,12 @@ def log_judgement(client: MlflowClient, state: "SweepState", judgement: Judgemen
     for group, outcome in judgement.groups.items():
         named = None if group == ALL else group
         suffix = "" if named is None else f"/{named}"
-        for trial, report in outcome.scored:  # each child run gets its own test-part scores
+        for trial, report in outcome.scored:  # each child run gets its own test-part scores and its curve's judgement
             run_id = run_of_trial(client, state.experiment_id, state.parent_run_id, trial.trial_id)
             if run_id:
-                log_metrics(client, run_id, report.agent_metrics, step=0)
+                log_metrics(client, run_id, {**report.agent_metrics, **curve_metrics(trial.curve)}, step=0)
+                if trial.curve is not None:
+                    client.set_tag(run_id, "curve", trial.curve.word())
         chosen_run = run_of_trial(client, state.experiment_id, state.parent_run_id, outcome.chosen.trial_id)
         chosen_runs[group] = chosen_run
         if outcome.verdict is not None:
@@ -61,6 +64,17 @@ def log_judgement(client: MlflowClient, state: "SweepState", judgement: Judgemen
         group_table(verdicts).to_csv(path)
         client.log_artifact(state.parent_run_id, str(path), "verdict")
     return chosen_runs
+
+
+def curve_metrics(curve: CurveJudgement | None) -> dict[str, float]:
+    """A trial's learning-curve judgement as metrics of its run: curve_flattened 1/0 (a curve too short to tell is 0)
+    and iterations_since_best (absent when no iteration was scored)."""
+    if curve is None:
+        return {}
+    metrics = {"curve_flattened": float(curve.flattened)}
+    if curve.since_best is not None:
+        metrics["iterations_since_best"] = float(curve.since_best)
+    return metrics
 
 
 def plot_series(report: EvaluationReport, path: Path) -> Path:
@@ -145,7 +159,8 @@ def log_verdict(client: MlflowClient, run_id: str, verdict: Verdict, scored: lis
     out_dir.mkdir(parents=True, exist_ok=True)
     verdict.per_fold.to_csv(out_dir / "per_fold.csv")
     verdict.summary.to_csv(out_dir / "summary.csv")
-    lines = [f"verdict over {verdict.scope()}", *verdict.lines(), machine_line()]
+    lines = [f"verdict over {verdict.scope()}", *verdict.lines(), *(f"note: {n}" for n in verdict.notes()),
+             machine_line()]
     (out_dir / "verdict.txt").write_text("\n".join(lines) + "\n")
     verdict.returns.to_parquet(out_dir / "oos_returns.parquet")
     files = [out_dir / name for name in ("per_fold.csv", "summary.csv", "verdict.txt", "oos_returns.parquet")]

@@ -1,9 +1,10 @@
 """The MLflow pyfunc model of a registered policy (logged as code, not as a pickled object).
 
 MLflow copies this file, the `envs` and `algos` packages (its code paths) and two artifacts into the model: the
-policy's numpy forward pass (`algos.numpy_policy`) and, for families that have one, the reader of its raw inputs
-(`envs.EnvFamily.input_reader`; for trading, `envs.trading.bar_reader.BarReader`: features, window and the fold's
-train-row normalization). So serving needs neither torch nor Ray, and `predict` takes either
+policy's numpy forward pass (`algos.numpy_policy`; an ensemble's, `algos.ensemble_policy`, is one file too) and,
+for families that have one, the reader of its raw inputs (`envs.EnvFamily.input_reader`; for trading,
+`envs.trading.bar_reader.BarReader`: features, window and the fold's train-row normalization). So serving needs
+neither torch nor Ray, and `predict` takes either
 
 - raw inputs, e.g. a DataFrame of the last N OHLCV bars (N is in the model's description), and returns the
   decision: action, target position, the bar it was decided on and the open it fills at; or
@@ -55,9 +56,9 @@ class GreedyPolicyModel(PythonModel):
     """A trained policy as an MLflow model: raw inputs -> a decision, or observations -> greedy actions."""
 
     def load_context(self, context) -> None:
-        from algos.numpy_policy import NumpyPolicy
+        from algos.ensemble_policy import load_policy
 
-        self._policy = NumpyPolicy.load(context.artifacts["policy"])
+        self._policy = load_policy(context.artifacts["policy"])
         self._observation_shape = tuple(context.model_config["observation_shape"])
         self._inputs = None
         if entry := context.model_config.get("input_reader"):
@@ -66,7 +67,8 @@ class GreedyPolicyModel(PythonModel):
 
     @property
     def policy(self):
-        """The numpy forward pass (algos.numpy_policy.NumpyPolicy): observations -> greedy actions."""
+        """The numpy forward pass (algos.numpy_policy.NumpyPolicy, or an ensemble of them:
+        algos.ensemble_policy.EnsemblePolicy): observations -> greedy actions."""
         return self._policy
 
     @property

@@ -40,6 +40,35 @@ def print_group(console: Console, group: str, outcome: GroupOutcome, single: boo
             console.print(escape(describe_importance(outcome.importance)))
     else:
         print_report(console, outcome.report)
+    if outcome.ensemble is not None:
+        print_ensemble(console, group, outcome, single)
+
+
+def print_ensemble(console: Console, group: str, outcome: GroupOutcome, single: bool) -> None:
+    """The ensemble's lines beside the single chosen trial's: what it is, its test Sharpe over folds against the
+    chosen configuration's, and its own verdict (a line per baseline; one line per group when there are several)."""
+    ensemble = outcome.ensemble
+    where = "" if single else f"{group}: "
+    if ensemble.refused:
+        console.print(f"[yellow]{escape(where + 'ensemble over ' + ensemble.over + ': ' + ensemble.refused)}"
+                      "[/yellow]")
+        return
+    if ensemble.verdict is None:  # a family without returns: the deployed fold's ensemble on its test part
+        console.print(escape(f"{where}ensemble over {ensemble.over}, {ensemble.deployed.describe()}, on its test "
+                             "part:"))
+        print_report(console, ensemble.deployed.report)
+        return
+    mean, spread = ensemble.sharpe()
+    agent = outcome.verdict.summary.loc["agent"]
+    console.print(escape(f"{where}ensemble over {ensemble.over} ({ensemble.deployed.describe()}): test Sharpe "
+                         f"{mean:.3f} ± {spread:.3f} over {len(ensemble.folds)} fold(s); the single chosen trial's "
+                         f"{agent['sharpe_mean']:.3f} ± {agent['sharpe_std']:.3f} over folds x seeds"))
+    if not single:
+        console.print(escape(f"{group} ensemble: {ensemble.verdict.lines()[0]}"))
+        return
+    console.print(escape(f"ensemble verdict over {ensemble.verdict.scope()}:"))
+    for line in ensemble.verdict.lines():
+        console.print(f"  [bold]ensemble {escape(line)}[/bold]")
 
 
 def print_group_table(console: Console, judgement: Judgement, group_by: str) -> None:
@@ -108,6 +137,8 @@ def print_verdict(console: Console, verdict: Verdict, title: str) -> None:
     console.print(escape(f"verdict over {verdict.scope()}:"))  # caveats are in [...]: not markup
     for line in verdict.lines():
         console.print(f"  [bold]{escape(line)}[/bold]")
+    for note in verdict.notes():
+        console.print(f"  note: {escape(note)}")
     for edge in verdict.edges:
         if np.isfinite(edge.sharpe_star):
             console.print(f"  vs {edge.baseline}: excess Sharpe {edge.sharpe:.2f} (annualized) against "

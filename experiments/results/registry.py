@@ -14,6 +14,8 @@ is tagged with what produced it, and with what its inputs and outputs mean (`mea
 observation shape, action space, feature list): a version that means something else than the name's
 earlier versions (PPO after DQN, 218 floats after 194, long_short's actions after long_flat's) gets its own
 name (`dqn_btc-ppo`, `dqn_btc-obs218`), said in one line, so `models:/<name>/latest` keeps its meaning.
+With `ensemble:` in the file, the group's ensemble (algos/ensemble_policy.py) is the next version of the same name,
+under the alias `ensemble`.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from mlflow.models import ModelSignature, infer_signature
 from rich.console import Console
 from rich.markup import escape
 
+from algos.ensemble_policy import EnsemblePolicy
 from algos.numpy_policy import NumpyPolicy
 from experiments.plan.provenance import git_commit
 from experiments.results.examples import Examples, example_observations
@@ -52,6 +55,7 @@ CODE_PATHS = [str(REPO / "envs"), str(REPO / "algos")]
 # What the served model imports besides MLflow (tests/integration/test_paper_trading.py checks no torch or Ray
 # is imported by serving); pinned to this machine's versions.
 SERVING_DISTRIBUTIONS = ("numpy", "pandas", "pyarrow", "pydantic", "gymnasium", "TA-Lib")
+ENSEMBLE_ALIAS = "ensemble"  # the alias of a run's registered ensemble (its version beside the single chosen trial's)
 
 
 def registered_name(name: str, overridden: list[str], env_config: dict[str, Any], group: str | None,
@@ -126,7 +130,7 @@ def _requirements() -> list[str]:
     return [f"{name}=={version(name)}" for name in SERVING_DISTRIBUTIONS]
 
 
-def register_policy(tracking_uri: str, run_id: str, policy: NumpyPolicy, model_name: str,
+def register_policy(tracking_uri: str, run_id: str, policy: NumpyPolicy | EnsemblePolicy, model_name: str,
                     observations: np.ndarray, tags: dict[str, str],
                     inputs: Any | None = None, input_reader: str | None = None) -> str:
     """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'.
@@ -188,33 +192,14 @@ def register_group(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "Ml
     chosen = outcome.chosen
     group = None if outcome.group == ALL else outcome.group
     suffix = "" if group is None else f"/{group}"
-    promised = max(planned_folds(exp))
-    if chosen.fold != promised:
-        refused = (f"{'' if group is None else group + ': '}no model registered: fold {promised}, the most recent, "
-                   f"which the plan deploys, has no scored trial (fold {chosen.fold} has; it is not deployed in its "
-                   "place)")
+    refused = _not_deployed(exp, group, chosen.fold, "no model registered", "has no scored trial")
+    if refused:
         console.print(f"[yellow]{escape(refused)}[/yellow]")
         return Registered(outcome.group, refused=refused)
-    env_id = exp.environment.env
-    model_name, reasons = registered_name(exp.name, exp.overridden, chosen.env_config, group, exp.smoke_test,
-                                          exp.family.data_keys)
-    if examples is None:
-        env = exp.family.make(chosen.env_config)
-        examples = example_observations(env)
-        env.close()
-    observations, action_space = examples
-    meaning = model_meaning(exp.algorithm, observations.shape[1:], action_space, chosen.env_config)
-    model_name, conflict = name_for_meaning(client, model_name, meaning)
-    reasons += [conflict] if conflict else []
-    tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm, "env": env_id,
-            "data": exp.family.data_label(chosen.env_config), "fold": str(chosen.fold), "seed": str(chosen.seed),
-            "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning,
-            **outcome.report.model_tags}
-    input_reader = exp.family.input_reader
-    inputs = exp.family.reader_class().for_env_config(chosen.env_config) if input_reader else None
-    uri = register_policy(state.tracking_uri, chosen_run or state.parent_run_id,
-                          reader.numpy_policy(chosen.checkpoint, exp.spec.greedy), model_name, observations, tags,
-                          inputs, input_reader)
+    tags = {"fold": str(chosen.fold), "seed": str(chosen.seed), **outcome.report.model_tags}
+    policy = reader.numpy_policy(chosen.checkpoint, exp.spec.greedy)
+    uri, model_name, reasons, inputs = _register(exp, group, chosen.env_config, client, state,
+                                                 chosen_run or state.parent_run_id, policy, tags, examples)
     client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", reader.storage.display(chosen.checkpoint.path))
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
@@ -229,3 +214,68 @@ def register_group(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "Ml
         serve = runnable(f"python -m experiments.serve {uri}")
         console.print(escape(f"  it {inputs.describe()}; serve it: {serve}"))
     return Registered(outcome.group, uri, model_name, uri.rsplit("/", 1)[-1])
+
+
+def register_ensemble(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "MlflowClient", state: "SweepState",
+                      ensemble_run: str | None, console: Console, examples: Examples | None = None) -> Registered:
+    """Register the group's ensemble of the most recent fold (experiments/results/ensembles.py) as a version of the
+    same name as the single chosen trial's, attached to the ensemble's own run, and point the alias `ensemble` at
+    it (moved last): `models:/<name>@ensemble` serves and paper-trades it like any model. The plan's fold without an
+    ensemble registers nothing, and the reason is returned."""
+    ensemble = outcome.ensemble
+    group = None if outcome.group == ALL else outcome.group
+    deployed = ensemble.deployed
+    if ensemble.refused:  # said with the group's verdict already
+        return Registered(outcome.group, refused=f"{'' if group is None else group + ': '}{ensemble.refused}")
+    refused = _not_deployed(exp, group, deployed.fold, "no ensemble registered", "has no ensemble")
+    if refused:
+        console.print(f"[yellow]{escape(refused)}[/yellow]")
+        return Registered(outcome.group, refused=refused)
+    seeds = ",".join(str(s) for s in sorted({t.seed for t in deployed.members}))
+    tags = {"fold": str(deployed.fold), "seed": seeds, ENSEMBLE_ALIAS: ensemble.over,
+            "ensemble.decision": deployed.policy.describe(), "ensemble.members": deployed.describe(),
+            **deployed.report.model_tags}
+    uri, model_name, _, inputs = _register(exp, group, deployed.env_config, client, state,
+                                           ensemble_run or state.parent_run_id, deployed.policy, tags, examples)
+    version = uri.rsplit("/", 1)[-1]
+    client.set_registered_model_alias(model_name, ENSEMBLE_ALIAS, version)  # last: never on a half-tagged version
+    console.print(escape(f"registered {uri} (alias {ENSEMBLE_ALIAS}): the ensemble over {ensemble.over}, "
+                         f"{deployed.describe()}"))
+    if inputs is not None:
+        serve = runnable(f"python -m experiments.serve models:/{model_name}@{ENSEMBLE_ALIAS}")
+        console.print(escape(f"  serve it: {serve}"))
+    return Registered(outcome.group, uri, model_name, version)
+
+
+def _not_deployed(exp: "ExperimentConfig", group: str | None, fold: int, what: str, lacking: str) -> str:
+    """Why `fold`'s model is not the plan's (its most recent fold), or "" when it is."""
+    promised = max(planned_folds(exp))
+    if fold == promised:
+        return ""
+    return (f"{'' if group is None else group + ': '}{what}: fold {promised}, the most recent, which the plan deploys, "
+            f"{lacking} (fold {fold} has; it is not deployed in its place)")
+
+
+def _register(exp: "ExperimentConfig", group: str | None, env_config: dict[str, Any], client: "MlflowClient",
+              state: "SweepState", run_id: str, policy: Any, own_tags: dict[str, str],
+              examples: Examples | None) -> tuple[str, str, list[str], Any]:
+    """Register `policy` (a NumpyPolicy or an ensemble of them) trained in `env_config` under the name that says what
+    it is, with its family's input reader and the tags every version carries beside `own_tags`; returns its URI, the
+    name, why the name differs from the experiment's, and the input reader (None: observations only)."""
+    model_name, reasons = registered_name(exp.name, exp.overridden, env_config, group, exp.smoke_test,
+                                          exp.family.data_keys)
+    if examples is None:
+        env = exp.family.make(env_config)
+        examples = example_observations(env)
+        env.close()
+    observations, action_space = examples
+    meaning = model_meaning(exp.algorithm, observations.shape[1:], action_space, env_config)
+    model_name, conflict = name_for_meaning(client, model_name, meaning)
+    reasons += [conflict] if conflict else []
+    tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm,
+            "env": exp.environment.env, "data": exp.family.data_label(env_config),
+            "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning, **own_tags}
+    input_reader = exp.family.input_reader
+    inputs = exp.family.reader_class().for_env_config(env_config) if input_reader else None
+    uri = register_policy(state.tracking_uri, run_id, policy, model_name, observations, tags, inputs, input_reader)
+    return uri, model_name, reasons, inputs

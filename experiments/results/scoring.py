@@ -7,7 +7,9 @@ folds and seeds against every baseline. Other families (test prioritization, any
 the best trial on the held-out part, as one split and one seed.
 
 In both cases the chosen model is the one you would deploy: the configuration chosen on the most
-recent fold's validation part, its seed with the best validation score.
+recent fold's validation part, its seed with the best validation score. With `ensemble:` in the file, each fold's
+chosen trials also make one more strategy, their mean decision, scored and judged beside it
+(experiments/results/ensembles.py).
 
 `judge_sweep` returns a `Judgement`; experiments/results/printing.py prints it, mlflow_logging.py logs it (and
 records the attempt in the trials ledger), registry.py registers each group's chosen model.
@@ -23,6 +25,7 @@ from rich.console import Console
 from envs.report import EvaluationReport
 from experiments.config.experiment import ExperimentConfig
 from experiments.records.params import ParamSpace
+from experiments.results.ensembles import EnsembleOutcome, judge_ensemble
 from experiments.results.evaluate import evaluate_checkpoint
 from experiments.results.importance import feature_importance
 from experiments.results.trials import (
@@ -55,6 +58,7 @@ class GroupOutcome:
     market: str = ""                               # what the group's data is, e.g. "BTC-USD 1h (Bitstamp)"
     ledger_key: LedgerKey | None = None            # where the trials ledger records this verdict's attempt
     points: list[str] = field(default_factory=list)  # the searched configurations the verdict tried
+    ensemble: EnsembleOutcome | None = None        # `ensemble:` in the file: its members' mean decision, judged too
 
 
 @dataclass
@@ -77,15 +81,17 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
     if not exp.family.folds:
         chosen = deployable(trials, exp.tune.mode)
         report = score(chosen, exp, reader)
+        ensemble = (judge_ensemble(exp, trials, {chosen.fold: chosen.point}, reader, threshold, None, None, "")
+                    if exp.ensemble else None)
         return GroupOutcome(chosen.group, chosen, report, [(chosen, report)], None,
-                            market=report.data_label or exp.family.data_label(chosen.env_config))
+                            market=report.data_label or exp.family.data_label(chosen.env_config), ensemble=ensemble)
     with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
         scored = [(t, score(t, exp, reader)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
     first = scored[0][1]
     key = (LedgerKey(first.data_digest, first.windows, first.data_label, first.file_digest or "")
            if first.data_digest and ledger else None)
     prior = ledger.prior(key) if key else None
-    verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r) for t, r in scored],
+    verdict = build_verdict([ScoredTrial(t.fold, t.seed, t.point, t.checkpoint.score, r, t.curve) for t, r in scored],
                             exp.tune.mode, first.periods_per_year, threshold, prior, missing_trials(trials, exp))
     if key:
         verdict.ledger_key = key.id
@@ -95,9 +101,14 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
                 for fold, point in verdict.selected.items()}
     with console.status("permuting each feature on the validation parts"):
         importance = feature_importance(exp, per_fold, reader)
+    ensemble = None
+    if exp.ensemble:
+        with console.status(f"backtesting the ensemble over {exp.ensemble.over} of each fold"):
+            ensemble = judge_ensemble(exp, trials, verdict.selected, reader, threshold, verdict, prior,
+                                      missing_trials(trials, exp))
     return GroupOutcome(chosen.group, chosen, report, scored, verdict, importance,
                         market=report.data_label or exp.family.data_label(chosen.env_config), ledger_key=key,
-                        points=sorted({t.point for t in trials}))
+                        points=sorted({t.point for t in trials}), ensemble=ensemble)
 
 
 def judge_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, reader: CheckpointReader, console: Console,

@@ -15,6 +15,7 @@ from envs.report import Policy
 from experiments.config.experiment import ExperimentConfig
 from experiments.config.protocol import FOLD_KEY, fold_indices
 from experiments.records.checkpoints import ScoredCheckpoint, best_checkpoint
+from experiments.records.learning_curves import CurveJudgement, judge_curve, validation_curve
 from experiments.records.params import ParamSpace, searched_values
 from experiments.results.policy import MODULE_SUBPATH, numpy_policy, torch_policy
 from experiments.storage.filesystem import Storage
@@ -32,6 +33,7 @@ class Trial:
     fold: int
     seed: int
     point: str
+    curve: CurveJudgement | None = None  # whether its validation curve had flattened when it stopped
 
     @property
     def env_config(self) -> dict[str, Any]:
@@ -53,8 +55,10 @@ def _short(value: Any) -> str:
 
 
 def trials_by_group(results: Any, params: ParamSpace, exp: ExperimentConfig) -> dict[str, list[Trial]]:
-    """Every trial that kept a scored checkpoint, by value of `tune.group_by` ("all" without it)."""
+    """Every trial that kept a scored checkpoint, by value of `tune.group_by` ("all" without it), each with the
+    judgement of its validation curve (experiments/records/learning_curves.py)."""
     group_key = exp.tune.group_by
+    metric, mode, min_delta = exp.tune.curve_rule()
     hidden = {FOLD_KEY, "seed", *([group_key] if group_key else [])}
     groups: dict[str, list[Trial]] = {}
     for result in results:
@@ -64,7 +68,8 @@ def trials_by_group(results: Any, params: ParamSpace, exp: ExperimentConfig) -> 
         values = searched_values(result.config, params)
         group = str(values[group_key]) if group_key else ALL
         trial = Trial(result, checkpoint, group, int(values.get(FOLD_KEY, 0)), int(result.config.get("seed") or 0),
-                      point_name(values, hidden))
+                      point_name(values, hidden), judge_curve(validation_curve(result.metrics_dataframe, metric), mode,
+                                                              min_delta))
         groups.setdefault(group, []).append(trial)
     if not groups:
         errors = "; ".join(str(r.error).splitlines()[0] for r in results if r.error)

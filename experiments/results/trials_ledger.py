@@ -43,6 +43,7 @@ from experiments.results.verdict import PriorTrials, configuration_series
 
 LEDGER_EXPERIMENT = "trials-ledger"
 _META = "trials_ledger"  # the parquet attrs key of an attempt's metadata
+ENSEMBLE_MARK = ":ensemble"  # after a run's id: the attempt of that run's ensemble (ensemble_attempt_id)
 NOTE = ("The trials ledger: every configuration scored on a dataset's test windows, one artifact per attempt and "
         "per-dataset tags ledger.<key>.*; no runs. Verdicts on the same data and windows are deflated by all of "
         "them (docs/verdicts.md, 'The trials ledger').")
@@ -74,6 +75,17 @@ class LedgerKey:
 def _key_id(data_digest: str, windows: tuple[tuple[str, str], ...]) -> str:
     text = json.dumps({"data": data_digest, "windows": [list(w) for w in windows]})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def ensemble_attempt_id(run_id: str, group: str | None = None) -> str:
+    """The run id a run's ensemble records its own attempt under (experiments/results/ensemble_logging.py): the run's
+    own, marked, so the run's verdict never counts its own ensemble, even when it is scored again after --resume."""
+    return f"{run_id}{ENSEMBLE_MARK}{'' if group is None else '/' + group}"
+
+
+def _of_run(attempt_run_id: str, run_id: str) -> bool:
+    """Whether an attempt is `run_id`'s own: its verdict's, or its ensembles'."""
+    return attempt_run_id == run_id or attempt_run_id.startswith(f"{run_id}{ENSEMBLE_MARK}")
 
 
 def _in_time_order(by_ledger: dict[str, list[Attempt]]) -> list[Attempt]:
@@ -187,7 +199,7 @@ class TrialsLedger:
         by_ledger = self._by_ledger(key)
         attempts = _in_time_order(by_ledger)
         fresh = [i for i, a in enumerate(attempts) if a.fresh_reason]
-        counted = [a for a in (attempts[fresh[-1]:] if fresh else attempts) if a.run_id != run_id]
+        counted = [a for a in (attempts[fresh[-1]:] if fresh else attempts) if not _of_run(a.run_id, run_id)]
         notes = []
         if fresh:
             start = attempts[fresh[-1]]

@@ -42,6 +42,7 @@ from purgedcv import (
 from scipy.stats import norm
 
 from envs.report import EvaluationReport
+from experiments.records.learning_curves import CurveJudgement, not_flattened_note
 
 DSR_THRESHOLD = 0.95  # for one verdict; n verdicts at once (coins) use 1 - 0.05 / n (family_threshold)
 AGENT = "agent"
@@ -61,6 +62,7 @@ class ScoredTrial:
     point: str          # its searched configuration, e.g. "lr=0.00031" ("default" when nothing is searched)
     validation: float   # tune.metric of the checkpoint that was scored
     report: EvaluationReport
+    curve: CurveJudgement | None = None  # whether its validation curve had flattened when it stopped
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Verdict:
     ledger_note: str = ""
     missing: str = ""         # planned folds and seeds with no finished trial, e.g. "fold 3 seed 1 missing"
     ledger_key: str = ""      # the trials ledger's key of these data and windows (LedgerKey.id); "" without one
+    curves: str = ""          # how many trials had not flattened when they stopped (learning_curves); "" when all had
 
     @functools.cached_property
     def pbo(self) -> Any | None:
@@ -149,6 +152,11 @@ class Verdict:
                 f"(DSR {_fmt(e.dsr)}, {_fmt(e.dsr_effective)} at effective {self.n_effective:.1f}, PBO {pbo}, "
                 f"agent wins {e.wins} of {e.folds} folds{_left_out(e)})"
                 for e in self.edges]
+
+    def notes(self) -> list[str]:
+        """What the reader should know beside the edges, not a caveat that forbids one: trials whose validation curve
+        was still rising when they stopped."""
+        return [self.curves] if self.curves else []
 
     def tags(self) -> dict[str, str]:
         """Words for the MLflow runs table, which filters tags by value: `verdict.<baseline>` = supported |
@@ -345,10 +353,12 @@ def configuration_series(trial_returns: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
-                  threshold: float = DSR_THRESHOLD, prior: PriorTrials | None = None, missing: str = "") -> Verdict:
+                  threshold: float = DSR_THRESHOLD, prior: PriorTrials | None = None, missing: str = "",
+                  seeds_spanned: int | None = None) -> Verdict:
     """The verdict of one group's trials (see the module docstring); `threshold`: the DSR an edge needs; `prior`:
     what the trials ledger holds of earlier attempts on the same data and windows; `missing`: the planned folds and
-    seeds with no finished trial (a caveat: with it no edge is supported)."""
+    seeds with no finished trial (a caveat: with it no edge is supported); `seeds_spanned`: how many seeds each trial's
+    result stands for when it is more than one (an ensemble of seeds' members), which the caveat "one seed" reads."""
     prior = prior or PriorTrials()
     if not trials or any(t.report.returns is None for t in trials):
         raise ValueError("a verdict needs test-period returns for every trial")
@@ -375,7 +385,8 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
     n_effective = participation_ratio(pd.concat([configuration_series(trial_returns),
                                                  prior.configuration_returns], axis=1))
     agent_sharpes = per_fold.xs(AGENT, level="strategy")["sharpe"]
-    caveats = verdict_caveats(len(folds), len(seeds), missing)
+    n_seeds = seeds_spanned or len(seeds)
+    caveats = verdict_caveats(len(folds), n_seeds, missing)
     edges = []
     for name in baselines:
         base_sharpes = per_fold.xs(name, level="strategy")["sharpe"]
@@ -385,9 +396,10 @@ def build_verdict(trials: list[ScoredTrial], mode: str, periods_per_year: float,
                                                len(folds), periods_per_year, threshold), caveats=caveats))
     summary = _summary(chosen, per_fold, baselines, edges)
     return Verdict(per_fold=per_fold, summary=summary, edges=edges,
-                   returns=trial_returns, selected=selected, n_folds=len(folds), n_seeds=len(seeds),
+                   returns=trial_returns, selected=selected, n_folds=len(folds), n_seeds=n_seeds,
                    n_configurations=n_configurations, threshold=threshold, n_tried=n_tried, n_effective=n_effective,
-                   attempt=prior.attempts + 1, ledger_note=prior.note, missing=missing)
+                   attempt=prior.attempts + 1, ledger_note=prior.note, missing=missing,
+                   curves=not_flattened_note(t.curve for t in trials if t.curve is not None))
 
 
 def _summary(chosen: dict[int, list[ScoredTrial]], per_fold: pd.DataFrame,

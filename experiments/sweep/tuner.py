@@ -27,6 +27,7 @@ from experiments.records.params import ParamSpace
 from experiments.storage.checkpoint_pruning import CheckpointPruner
 from experiments.storage.filesystem import Storage
 from experiments.storage.resume_check import no_silent_restart
+from experiments.sweep.plateau import stop_rule
 from experiments.sweep.reuse import reusable
 from experiments.sweep.rllib_config import build_config, trainable
 
@@ -111,9 +112,10 @@ def scheduler(exp: ExperimentConfig) -> Any:
 
 
 def run_config(exp: ExperimentConfig, storage: Storage, tune_dir: str, callbacks: list[Any]) -> RunConfig:
-    """Tune writes results and checkpoints to `tune_dir` in `storage` (on S3 when the sweep spans nodes). Tune
-    keeps every checkpoint; `CheckpointPruner` keeps `tune.checkpoint.num_to_keep` of them once no saved state
-    can name the others (experiments/storage/checkpoint_pruning.py)."""
+    """Tune writes results and checkpoints to `tune_dir` in `storage` (on S3 when the sweep spans nodes); a trial
+    stops at `tune.stop`, or earlier at `tune.plateau` (experiments/sweep/plateau.py). Tune keeps every checkpoint;
+    `CheckpointPruner` keeps `tune.checkpoint.num_to_keep` of them once no saved state can name the others
+    (experiments/storage/checkpoint_pruning.py)."""
     checkpoint = exp.tune.checkpoint
     parent, name = tune_dir.rstrip("/").rsplit("/", 1)
     pruner = CheckpointPruner(storage, tune_dir, checkpoint.num_to_keep, exp.tune.mode)
@@ -121,7 +123,7 @@ def run_config(exp: ExperimentConfig, storage: Storage, tune_dir: str, callbacks
         name=name,
         storage_path=parent,
         storage_filesystem=storage.tune_filesystem(),
-        stop=exp.tune.stop,
+        stop=stop_rule(exp),  # tune.stop's dict, or with tune.plateau a Stopper (experiments/sweep/plateau.py)
         callbacks=[*callbacks, pruner],
         verbose=0,
         failure_config=FailureConfig(max_failures=exp.tune.max_failures),

@@ -35,6 +35,14 @@ def test_train_quick(tmp_path, ray_session):
     settings = details["sb3_settings"]
     assert settings["batch_size"] * settings["gradient_steps"] / settings["train_freq"] == pytest.approx(
         settings["replay_ratio"])
+    # SAC: the peer's critics are RLlib's Q network with the conf's fusion net; its own critics are a variant row
+    sac = details["sac"]
+    assert sac["sb3_settings"]["q_network"] == {"hiddens": [128, 128], "activation": "relu", "fusion": [256, 256],
+                                                "head_hiddens": []}
+    same, own = document["figures"][-2:]
+    assert "the same Q network both sides" in same["what"] and same["target"] == ">= 1.0x peer"
+    assert own["what"].startswith("same, SB3's own critics") and own["platform"] == same["platform"]
+    assert same["peer"] > 0 and own["peer"] > 0 and sac["peer_own_critics"]["env_steps"] >= 200
 
 
 @NEEDS_SB3

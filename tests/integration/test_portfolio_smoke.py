@@ -3,6 +3,7 @@ test, and the 500-coin file's, which runs at 20 coins."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from mlflow.tracking import MlflowClient
 
 from envs.portfolio.baselines import BASELINES, HINDSIGHT
@@ -20,8 +21,10 @@ def smoke(name: str, out, joined: list[str]) -> tuple[MlflowClient, list]:
     return client, client.search_runs([client.get_experiment_by_name(name).experiment_id])
 
 
-def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp_path, joined):
-    client, runs = smoke("ppo_portfolio_crypto", tmp_path, joined)
+# The direct learner's crypto file runs through the same pipeline in tests/integration/test_ensemble.py.
+@pytest.mark.parametrize("name", ["ppo_portfolio_crypto"])
+def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp_path, joined, name):
+    client, runs = smoke(name, tmp_path, joined)
     parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in runs)
@@ -32,27 +35,27 @@ def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp
     for child in children:
         assert child.data.metrics["eval/fees_paid"] > 0.0  # costs are paid
         assert child.data.params["environment.env_config.decision_interval"] == "24"
-    versions = client.search_model_versions("name = 'ppo_portfolio_crypto-smoke'")
+    versions = client.search_model_versions(f"name = '{name}-smoke'")
     assert len(versions) == 1
     # The registered model reads the universe's last bars (one wide table) and answers weights, cash first.
     import mlflow
     import pandas as pd
 
     mlflow.set_tracking_uri(client.tracking_uri)
-    model = mlflow.pyfunc.load_model(f"models:/ppo_portfolio_crypto-smoke/{versions[0].version}")
+    model = mlflow.pyfunc.load_model(f"models:/{name}-smoke/{versions[0].version}")
     assert "wide table" in versions[0].tags["inputs"]
     columns: dict = {}
     for coin in ("BTC", "ETH", "LTC", "XRP", "EOS"):
         bars = pd.read_parquet(REPO / "data" / "raw" / "bitfinex" / f"{coin}-USD_1h.parquet").iloc[-200:]
         columns["timestamp"] = bars.index.astype(str)
-        columns.update({f"{coin}-USD:{name}": bars[name].to_numpy() for name in bars.columns})
+        columns.update({f"{coin}-USD:{field}": bars[field].to_numpy() for field in bars.columns})
     answer = model.predict(pd.DataFrame(columns))
     assert list(answer["asset"]) == ["cash", "BTC-USD", "ETH-USD", "LTC-USD", "XRP-USD", "EOS-USD"]
     assert abs(answer["target_weight"].sum() - 1.0) < 1e-9 and (answer["target_weight"] >= 0).all()
     # Zero-shot: the model of 5 coins scores a synthetic universe of 7 it never saw, through its numpy policy.
     from experiments.studies.portfolio_zero_shot import main as zero_shot
 
-    code = zero_shot([f"models:/ppo_portfolio_crypto-smoke/{versions[0].version}",
+    code = zero_shot([f"models:/{name}-smoke/{versions[0].version}",
                       str(REPO / "conf" / "canary_portfolio_planted.yaml"), "--tracking-uri", client.tracking_uri,
                       "--set", "environment.env_config.synthetic_assets=7", "--set",
                       "environment.env_config.synthetic_bars=4000", "--set", "environment.env_config.synthetic_seed=9",
@@ -65,9 +68,9 @@ def test_the_crypto_file_trains_scores_judges_and_registers_a_universe_model(tmp
     version = versions[0]
     files = [str(REPO / "data" / "raw" / "bitfinex" / f"{coin}-USD_1h.parquet") for coin in ("EOS", "BTC", "LTC",
                                                                                                "XRP", "ETH")]
-    assert paper([f"models:/ppo_portfolio_crypto-smoke/{version.version}", "--bars", *files, "--start",
+    assert paper([f"models:/{name}-smoke/{version.version}", "--bars", *files, "--start",
                   version.tags["test_start"], "--tracking-uri", client.tracking_uri]) == 0
-    [session] = client.search_runs([client.get_experiment_by_name("ppo_portfolio_crypto-smoke-paper").experiment_id])
+    [session] = client.search_runs([client.get_experiment_by_name(f"{name}-smoke-paper").experiment_id])
     equity = {m.step: m.value for m in client.get_metric_history(session.info.run_id, "equity")}
     test_end = int(pd.Timestamp(version.tags["test_end"]).timestamp())
     backtest = client.get_run(version.run_id).data.metrics

@@ -241,3 +241,25 @@ def test_a_portfolio_file_of_an_algorithm_without_a_portfolio_export_is_refused(
     arrays[STRUCTURE_KEY] = np.array(json.dumps({**structure, "layout": "portfolio"}))
     with pytest.raises(InputError, match="are not a portfolio DQN's \\(it exports none\\)"):
         NumpyPolicy.from_arrays(arrays)
+
+
+def test_a_gaussian_head_that_clips_its_log_stds_exports_with_the_clip():
+    """The direct learner acts in a 1-d Box with PPO's module, whose pi head clips its log-stds: the export carries the
+    clip as an op, its outputs equal torch's (means and clipped log-stds), and the greedy exposure is the mean in the
+    Box, as trained."""
+    from algos.direct.spec import SPEC as DIRECT_SPEC
+
+    space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    module = _module("ppo", None, {"fcnet_hiddens": [32]}, action_space=space)
+    assert module.pi.clip_log_std
+    with torch.no_grad():  # log-stds beyond the clip, so the op has work to do
+        module.pi.net.mlp[-1].bias[1] = 50.0
+    policy = NumpyPolicy.from_arrays(export_module(module, DIRECT_SPEC.greedy))
+    assert policy.algorithm == "direct"
+    observations = _observations(50)
+    with torch.no_grad():
+        expected = module.forward_inference({"obs": torch.as_tensor(observations)})["action_dist_inputs"].numpy()
+    outputs = policy.outputs(observations)
+    assert float(np.abs(outputs - expected).max()) <= 1e-5 * float(np.abs(expected).max())
+    assert float(expected[:, 1].max()) < 50.0  # torch clipped them
+    np.testing.assert_allclose(policy(observations)[:, 0], np.clip((expected[:, 0] + 1.0) / 2.0, 0.0, 1.0), atol=1e-6)

@@ -13,6 +13,12 @@
 - `{series: funding.csv, column: rate, lag: 8h, features: [...]}`: an outside series, seen from the first
   base bar that opens after its value was published (its timestamp plus `lag`).
 
+A `transform:` or `ta:` item may add `cross_section: rank` or `cross_section: zscore`: its value is then ranked or
+z-scored across a universe's assets at each bar (`trading/Portfolio-v0`, envs.portfolio.inputs), not z-scored
+over the asset's own train rows. Each asset's own value is computed as without the key (the feature store keeps one
+matrix for both); a family that trades one asset refuses the key (`cross_section_refusal`), and so does an
+`asset:` or `series:` block, whose values are the same for every asset of a universe.
+
 Parsing checks names, parameters and outputs (with "did you mean") and needs no data; what needs the data
 (another market's timeframe and range, a series' timestamps, warm-ups against a fold) is checked when the
 features are computed (`envs.trading.features.matrix`), which a dry run does too.
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Union
 
@@ -37,12 +43,15 @@ MISSING_POLICIES = ("ffill", "zero", "error")   # another market's or a series' 
 BEFORE_START = ("wait", "zero")                  # rows before its history: decisions wait for it, or see 0
 NAN_POLICIES = ("error", "drop", "ffill")        # NaN values in an outside series
 SERIES_FEATURES = ("value", "change", "log_return", "trend", "volatility", "zscore")  # what a one-value series allows
+CROSS_SECTIONS = ("rank", "zscore")              # across a universe's assets at each bar (module docstring)
+CROSS_SECTION_KEY = "cross_section"
 
 
 @dataclass(frozen=True)
 class TransformFeature:
     name: str
     params: tuple[tuple[str, Any], ...]
+    cross_section: str | None = None  # rank | zscore across a universe's assets (module docstring)
 
     @property
     def label(self) -> str:
@@ -71,6 +80,14 @@ class Block:
         if self.kind == "resample":
             return self.source
         return self.option("name") or Path(self.source.split("?")[0]).stem
+
+
+@dataclass(frozen=True)
+class CrossSectionalTa(TaFeature):
+    """A TA-Lib feature with `cross_section:`: every path that computes a TaFeature computes it unchanged (and the
+    feature store names it by the TaFeature's own fields); only a universe's market reads `cross_section`."""
+
+    cross_section: str | None = None
 
 
 Item = Union[TransformFeature, TaFeature, Block]
@@ -114,17 +131,37 @@ def _mapping(item: dict[str, Any], at: str, in_series: bool) -> Item:
         raise InputError(f"{at}: a feature mapping has exactly one of transform:, ta:, resample:, asset:, series:"
                          f"{hint} (got {', '.join(map(str, item)) or 'nothing'})")
     kind = kinds[0]
+    if kind in ("transform", "ta"):
+        mode = _cross_section(item, at, in_series)
+        item = {key: value for key, value in item.items() if key != CROSS_SECTION_KEY}
     if kind == "transform":
-        return _transform(item, at, in_series)
+        return replace(_transform(item, at, in_series), cross_section=mode)
     if kind == "ta":
         feature = _ta(item, at)
         if in_series and any(c != "close" for c in input_columns(feature.name)):
             raise InputError(f"{at}: ta: {feature.name} reads {', '.join(input_columns(feature.name))}; an outside "
                              "series has one value: use a function of one price (e.g. RSI, EMA, ROC)")
-        return feature
+        if mode is None:
+            return feature
+        return CrossSectionalTa(**{f.name: getattr(feature, f.name) for f in fields(feature)},
+                                cross_section=mode)
     if in_series:
         raise InputError(f"{at}: {kind}: blocks cannot be nested inside a series block")
     return _block(kind, item, at)
+
+
+def _cross_section(item: dict[str, Any], at: str, in_series: bool) -> str | None:
+    """The item's `cross_section:` (None without one), or an InputError naming the item."""
+    if CROSS_SECTION_KEY not in item:
+        return None
+    mode = item[CROSS_SECTION_KEY]
+    if mode not in CROSS_SECTIONS:
+        raise InputError(f"{at}: cross_section: {mode!r} is not a cross-sectional transform"
+                         f"{did_you_mean(str(mode), CROSS_SECTIONS)} (known: {', '.join(CROSS_SECTIONS)})")
+    if in_series:
+        raise InputError(f"{at}: cross_section: an outside series has the same value for every asset, so ranking "
+                         "it across assets says nothing: drop cross_section here")
+    return mode
 
 
 def _ta(item: dict[str, Any], at: str) -> TaFeature:
@@ -204,14 +241,42 @@ def _block(kind: str, item: dict[str, Any], at: str) -> Block:
     children = item.get("features", default)
     if children is None:
         raise InputError(f"{at}: {kind}: {source}: list its features, e.g. features: [basic]")
-    return Block(kind, source, parse_features(children, f"{at}.features", in_series),
-                 tuple(sorted(options.items())))
+    parsed = parse_features(children, f"{at}.features", in_series)
+    if kind == "asset" and any(column_cross_sections(parsed)):
+        raise InputError(f"{at}: cross_section: another market's features are the same for every asset, so ranking "
+                         "them across assets says nothing: drop cross_section inside the asset: block")
+    return Block(kind, source, parsed, tuple(sorted(options.items())))
 
 
 @functools.lru_cache(maxsize=256)
 def parse_features_json(text: str) -> tuple[Item, ...]:
     """`parse_features` of a JSON list, memoized: every env copy of a run parses the same list."""
     return parse_features(json.loads(text))
+
+
+def column_cross_sections(items: tuple[Item, ...]) -> tuple[str | None, ...]:
+    """Per column of the feature matrix (in `matrix.build_raw`'s order), its `cross_section:` or None."""
+    out: list[str | None] = []
+    for item in items:
+        if isinstance(item, Block):
+            out += column_cross_sections(item.children)
+        elif isinstance(item, TaFeature):
+            out += [getattr(item, "cross_section", None)] * len(item.columns())
+        else:
+            out.append(item.cross_section)
+    return tuple(out)
+
+
+def cross_section_refusal(items: tuple[Item, ...]) -> None:
+    """A family that trades one asset has no assets to rank a feature across: its first `cross_section:` item is
+    refused in one line."""
+    for item in items:
+        if isinstance(item, Block):
+            cross_section_refusal(item.children)
+        elif getattr(item, "cross_section", None):
+            raise InputError(f"{item.label} cross_section: {item.cross_section} is a cross-sectional transform on one "
+                             "asset: it ranks or z-scores a feature across a universe's assets, and this env trades "
+                             "one: drop cross_section, or trade a universe with trading/Portfolio-v0")
 
 
 def file_sources(items: tuple[Item, ...]) -> list[str]:
