@@ -114,8 +114,12 @@ class Attempt:
 
     @property
     def name(self) -> str:
-        """Unique and in time order: the file name of its artifact and the prefix of its columns."""
-        return f"{self.stamp}-{self.run_id[:8]}"
+        """Unique and in time order: the file name of its artifact and the prefix of its columns. An ensemble's attempt
+        (ensemble_attempt_id) shares its run's first 8 characters and is often recorded in the same second, so its
+        name adds a digest of its whole id: the two must not overwrite one artifact."""
+        if ENSEMBLE_MARK not in self.run_id:
+            return f"{self.stamp}-{self.run_id[:8]}"
+        return f"{self.stamp}-{self.run_id[:8]}-{hashlib.sha1(self.run_id.encode()).hexdigest()[:8]}"
 
 
 @contextmanager

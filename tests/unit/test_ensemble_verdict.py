@@ -74,17 +74,19 @@ def test_the_ledger_counts_an_ensemble_as_one_more_attempt_but_never_in_its_own_
     scored again after --resume, counts neither (its verdict is made again, and its ensemble on top of it)."""
     from mlflow.tracking import MlflowClient
 
-    from experiments.results.trials_ledger import LedgerKey, LedgerRun, TrialsLedger, ensemble_attempt_id
+    from experiments.results.trials_ledger import Attempt, LedgerKey, LedgerRun, TrialsLedger, ensemble_attempt_id
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     trials, ensemble = _run(0.001)
     single = build_verdict(trials, "max", periods_per_year=8760)
     key = LedgerKey("digest", (("2024-01-01", "2024-03-01"),))
-    run = LedgerRun(TrialsLedger(MlflowClient(uri), uri), "exp", "run1", "me", "abc", False)
-    run.record(key, ["default"], single.returns)
-    own = LedgerRun(run.ledger, "exp", ensemble_attempt_id("run1"), "me", "abc", False)
-    own.record(key, ["ensemble over seeds"], build_verdict(ensemble, "max", 8760, seeds_spanned=2).returns)
+    run_id = "3f9c2a7be1d04c56a8e7f0b1c2d3e4f5"  # an MLflow run id: 32 hex digits, as its ensemble's id begins
+    run = LedgerRun(TrialsLedger(MlflowClient(uri), uri), "exp", run_id, "me", "abc", False)
+    stamp = "20261205T120000Z"  # both recorded in the same second, as on a quick machine
+    run.ledger.record(key, Attempt("exp", run_id, "me", "abc", False, ["default"], single.returns, stamp=stamp))
+    run.ledger.record(key, Attempt("exp", ensemble_attempt_id(run_id), "me", "abc", False, ["ensemble over seeds"],
+                                   build_verdict(ensemble, "max", 8760, seeds_spanned=2).returns, stamp=stamp))
     later = TrialsLedger(MlflowClient(uri), uri)
     assert (later.prior(key).attempts, later.prior(key).configurations) == (2, 2)
-    assert later.prior(key, "run1").attempts == 0
-    assert later.prior(key, "run").attempts == 2  # another run whose id is a prefix is not this one
+    assert later.prior(key, run_id).attempts == 0
+    assert later.prior(key, run_id[:-1]).attempts == 2  # another run whose id is a prefix is not this one
