@@ -21,22 +21,14 @@ which choose and judge the model, walk the env itself.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from algos.direct.batches import Batch, check_batch_fits, check_fits, decision_rows, draw_batch
 from algos.direct.book import remainder_factor, scores_to_weights
 from envs.errors import InputError
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Decisions start .. start + size - 1 of the memory."""
-
-    start: int
-    size: int
 
 
 class PortfolioProblem:
@@ -46,9 +38,8 @@ class PortfolioProblem:
                  device: Any = "cpu") -> None:
         cfg, market = env.cfg, env.market
         self.env, self.device = env, torch.device(device)
-        lo, hi = market.bounds[cfg.split]
         interval = cfg.decision_interval
-        self.rows = np.arange(lo, hi - interval, interval)
+        self.rows = decision_rows(env)
         check_batch_fits(len(self.rows), batch_size, cfg.split)
         opens, closes = market.universe.opens, market.universe.closes
         rows = self.rows
@@ -68,10 +59,7 @@ class PortfolioProblem:
     @staticmethod
     def check(env: Any, training: Any) -> None:
         """What `algorithm: direct` needs of a portfolio env, checked before Ray starts (`--dry-run`)."""
-        cfg = env.cfg
-        lo, hi = env.market.bounds[cfg.split]
-        check_batch_fits(len(range(lo, hi - cfg.decision_interval, cfg.decision_interval)),
-                         training.train_batch_size_per_learner, cfg.split)
+        check_fits(env, training.train_batch_size_per_learner)
         if training.model == "default":
             raise InputError("training.model: algorithm direct on trading/Portfolio-v0 trains a portfolio module: set "
                              "training.model: shared_assets (or flat)")
@@ -84,11 +72,7 @@ class PortfolioProblem:
         return scores_to_weights(scores, tradable, self.rule, self.kappa, self.gross_cap)
 
     def sample(self) -> Batch:
-        """A mini-batch of consecutive decisions, its start drawn as `batch_start` says."""
-        last = self.decisions - self.batch_size
-        start = (int(self.rng.integers(0, last + 1)) if self.batch_start == "uniform"
-                 else geometric_start(self.rng, last, self.bias))
-        return Batch(start, self.batch_size)
+        return draw_batch(self.rng, self.decisions, self.batch_size, self.batch_start, self.bias)
 
     def held_at_decisions(self, batch: Batch) -> torch.Tensor:
         """(B, N+1) the weights held at each decision's close, from the memory's previous targets (all cash first)."""
@@ -142,21 +126,3 @@ class PortfolioProblem:
         turnover = (targets[1:] - targets[:-1]).abs()[:, 1:].sum(-1).mean()
         return -growth.mean(), {"mean_log_growth": float(growth.detach().mean()), "batch_start": float(batch.start),
                                 "weights_turnover": float(turnover.detach())}
-
-
-def geometric_start(rng: np.random.Generator, last: int, bias: float) -> int:
-    """A batch start in 0..last drawn with P(k0) ~ (1 - bias)^(last - k0): the inverse of a truncated geometric draw
-    of the distance from the end (Jiang, Xu & Liang's batch starts, favouring the recent end)."""
-    if last == 0:
-        return 0
-    distance = np.floor(np.log1p(-rng.random() * (1.0 - (1.0 - bias) ** (last + 1))) / np.log1p(-bias))
-    return last - min(int(distance), last)
-
-
-def check_batch_fits(decisions: int, batch_size: int, split: str) -> None:
-    """A mini-batch longer than the part it is drawn from is refused in one line."""
-    if batch_size > decisions:
-        raise InputError(f"training.train_batch_size_per_learner: a mini-batch of {batch_size} consecutive decisions "
-                         f"is longer than the {split} part's {decisions} decisions: use at most {decisions}, or a "
-                         "longer train part")
-

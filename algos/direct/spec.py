@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from algos.portfolio_model import ModelChoice, pop_model_config
+from algos.ppo import export_nets as ppo_export_nets  # PPO's module, exported as PPO's
 from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, NumpyExport, TrainingBase, load_class
 from envs.errors import InputError
 
@@ -80,12 +81,6 @@ def check_env(env: Any, env_id: str, training: Any) -> None:
     load_class(family.direct_problem).check(env.unwrapped, training)
 
 
-def export_nets(module: Any) -> tuple[Any, dict[str, Any]]:
-    from algos.ppo import export_nets as ppo_nets
-
-    return ppo_nets(module)
-
-
 SPEC = AlgorithmSpec(
     name="direct",
     training_section=DirectTraining,
@@ -94,7 +89,7 @@ SPEC = AlgorithmSpec(
     greedy=GreedyRule(output="action_dist_inputs", box_mean=True),  # the Gaussian's mean in the Box, as trained
     action_spaces=("box",),
     export=NumpyExport(module="ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module:DefaultPPOTorchRLModule",
-                       nets=export_nets, layouts=(("encoder", "pi"),), box=True,
+                       nets=ppo_export_nets, layouts=(("encoder", "pi"),), box=True,
                        portfolio_module="algos.portfolio_module:PortfolioPPOModule"),
     smoke_overrides=("training.updates_per_iteration=5",),
     learner_metrics=("mean_log_growth", "batch_start", "weights_turnover"),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from algos.direct.portfolio import Batch, check_batch_fits, geometric_start
+from algos.direct.batches import Batch, check_batch_fits, check_fits, decision_rows, draw_batch
 from envs.errors import InputError
 
 
@@ -32,9 +32,8 @@ class SpotProblem:
                  device: Any = "cpu") -> None:
         cfg, market = env.cfg, env.market
         self.device = torch.device(device)
-        lo, hi = market.bounds[cfg.split]
         interval, self.window = cfg.decision_interval, cfg.window
-        self.rows = np.arange(lo, hi - interval, interval)
+        self.rows = decision_rows(env)
         check_batch_fits(len(self.rows), batch_size, cfg.split)
         self.features = np.ascontiguousarray(market.features, dtype=np.float32)
         rows = self.rows
@@ -57,19 +56,14 @@ class SpotProblem:
         if cfg.min_trade > 0.0:
             raise InputError(f"environment.env_config.min_trade: {cfg.min_trade:g} is a dead band with no gradient, so "
                              "algorithm: direct cannot train through it: set min_trade: 0")
-        lo, hi = env.market.bounds[cfg.split]
-        check_batch_fits(len(range(lo, hi - cfg.decision_interval, cfg.decision_interval)),
-                         training.train_batch_size_per_learner, cfg.split)
+        check_fits(env, training.train_batch_size_per_learner)
 
     @property
     def decisions(self) -> int:
         return len(self.rows)
 
     def sample(self) -> Batch:
-        last = self.decisions - self.batch_size
-        start = (int(self.rng.integers(0, last + 1)) if self.batch_start == "uniform"
-                 else geometric_start(self.rng, last, self.bias))
-        return Batch(start, self.batch_size)
+        return draw_batch(self.rng, self.decisions, self.batch_size, self.batch_start, self.bias)
 
     def observations(self, batch: Batch, held: torch.Tensor) -> torch.Tensor:
         """(B, window * F + 1) float32: the env's observation (the features' window, then the held target)."""

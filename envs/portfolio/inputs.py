@@ -37,21 +37,11 @@ def cross_sectional(values: np.ndarray, mode: str) -> np.ndarray:
 
 
 def _rank(values: np.ndarray, finite: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Vectorized over rows: sort each row (missing values last), give each tie group the mean of its positions."""
-    rows, width = values.shape
-    keyed = np.where(finite, values, np.inf)
-    order = np.argsort(keyed, axis=1, kind="stable")
-    ordered = np.take_along_axis(keyed, order, axis=1)
-    positions = np.broadcast_to(np.arange(width), (rows, width))
-    opens = np.ones((rows, width), dtype=bool)   # a position that starts a group of equal values
-    opens[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    closes = np.ones((rows, width), dtype=bool)  # a position that ends one
-    closes[:, :-1] = opens[:, 1:]
-    first = np.maximum.accumulate(np.where(opens, positions, 0), axis=1)
-    last = np.minimum.accumulate(np.where(closes, positions, width - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.empty((rows, width))
-    np.put_along_axis(ranks, order, (first + last) / 2.0, axis=1)
-    return np.where(count > 1, 2.0 * ranks / np.maximum(count - 1, 1) - 1.0, 0.0)
+    """scipy's average ranks over each row's finite values (1..count), scaled to [-1, 1]; 0 where one value is known."""
+    from scipy.stats import rankdata  # here: scipy.stats takes a while to import, and only a ranked feature needs it
+
+    ranks = rankdata(values, method="average", axis=1, nan_policy="omit")
+    return np.where(count > 1, 2.0 * (ranks - 1.0) / np.maximum(count - 1, 1) - 1.0, 0.0)
 
 
 def _zscore(values: np.ndarray, finite: np.ndarray, count: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any
 from ray.tune.stopper import CombinedStopper, Stopper
 from ray.tune.utils import flatten_dict
 
-from algos.tree_path import value_at
+from algos.common import lookup
 from experiments.config.experiment import ExperimentConfig
 from experiments.records.learning_curves import is_score, iterations_since_best
 
@@ -49,7 +49,7 @@ class PlateauStopper(Stopper):
         self._curves: dict[str, dict[int, float]] = {}  # trial id -> training iteration -> value (NaN: none)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-        value = value_at(result, self.metric, sep="/", default=result.get(self.metric))
+        value = lookup(result, self.metric)
         curve = self._curves.setdefault(trial_id, {})
         iteration = result.get("training_iteration")
         if not isinstance(iteration, int):

@@ -79,7 +79,8 @@ def test_the_gradient_through_mu_agrees_with_finite_differences(rule: str) -> No
 @pytest.mark.parametrize("rule", ["long_only", "long_short"])
 def test_the_problems_log_growth_is_the_envs_reward_decision_by_decision(rule: str) -> None:
     import envs
-    from algos.direct.portfolio import Batch, PortfolioProblem
+    from algos.direct.batches import Batch
+    from algos.direct.portfolio import PortfolioProblem
 
     config = {"source": "synthetic", "synthetic_assets": 4, "synthetic_bars": 600, "split": "validation",
               "decision_interval": 3, "window": 5, "weights": rule, "gross_cap": 1.5, "fee_bps": 10,
@@ -102,7 +103,7 @@ def test_the_problems_log_growth_is_the_envs_reward_decision_by_decision(rule: s
 @pytest.mark.parametrize("positions", ["continuous", "continuous_long_short"])
 def test_the_spot_problems_log_growth_is_the_envs_reward_decision_by_decision(positions: str) -> None:
     import envs
-    from algos.direct.portfolio import Batch
+    from algos.direct.batches import Batch
     from algos.direct.spot import SpotProblem
 
     config = {"source": "synthetic", "split": "validation", "decision_interval": 2, "window": 4,

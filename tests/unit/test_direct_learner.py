@@ -7,7 +7,7 @@ import pytest
 
 import algos
 import envs
-from algos.direct.portfolio import geometric_start
+from algos.direct.batches import geometric_start
 from envs.errors import InputError
 
 SPEC = algos.algorithm("direct")
