@@ -1,13 +1,15 @@
 """`python -m experiments.cross_cpu [--cross-cpu]`: this machine's numeric fingerprint, to compare across machines.
 
 Two machines whose lines match compute a run's numbers the same way (experiments.plan.numerics says what
-`--cross-cpu` pins and why).
+`--cross-cpu` pins and why). A thin shell over `experiments.api.machine_fingerprint`: it pins its own process's
+kernels first when asked (the process starts again), then prints.
 """
 from __future__ import annotations
 
 import sys
 
-from experiments.plan.numerics import fingerprint, requested, restart_pinned
+from experiments import api
+from experiments.plan.numerics import requested, restart_pinned
 from experiments.shell import exit_code
 
 
@@ -18,9 +20,8 @@ def main(argv: list[str] | None = None) -> int:
 def _fingerprint(argv: list[str]) -> int:
     if requested("--cross-cpu" in argv):  # pinned before numpy picks its kernels: the process starts again
         restart_pinned("experiments.cross_cpu", argv)
-    from experiments.plan.provenance import machine_line
-
-    print(" ".join(f"{key}={value}" for key, value in fingerprint().items()), machine_line(), sep="\n")
+    fingerprint = api.machine_fingerprint()
+    print(fingerprint.line(), fingerprint.machine, sep="\n")
     return 0
 
 

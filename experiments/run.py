@@ -4,7 +4,8 @@ A file that lists experiment files (`experiments:`, e.g. conf/agents.yaml) runs 
 cluster (experiments/api/side_by_side.py).
 
 A thin shell over `experiments.api` (`api.plan` for --dry-run, `api.run` otherwise): its flags become one typed
-`RunOptions`, and its exit code is the run's (experiments/records/exits.py): 0 done; 2 bad input (one readable
+`RunOptions`, the API's events are drawn on the terminal (experiments/api/console_view.py), and its exit code is the
+run's (experiments/records/exits.py): 0 done; 2 bad input (one readable
 message, no traceback); 1 a failed sweep; 3 a partial result; 4 a fault outside the run; 130 interrupted.
 docs/faults.md.
 """
@@ -13,17 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from experiments import api
-from experiments.api.options import RunOptions, RunRequest
-from experiments.api.runs import print_plan
-from experiments.config.files import parse_overrides
-from experiments.config.listing import is_listing
-from experiments.plan import numerics
-from experiments.plan.local_ray import LOOPBACK
-from experiments.plan.run_clock import RunClock
-from experiments.records.exits import ExitCode
+from experiments.api.console_view import ConsoleView, events_to_console
+from experiments.api.options import RunOptions
+from experiments.api.runs import dry_run
+from experiments.plan.numerics import requested, restart_pinned
 from experiments.shell import exit_code, leave, terminal_console
 
 
@@ -53,7 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the same numbers on any x86-64 CPU: pin MKL's, torch's and numpy's kernels and one "
                              "thread per op (also RLPLATFORM_CROSS_CPU=1); slower, see docs/verdicts.md")
     parser.add_argument("--no-dashboard", action="store_true", help="do not start the Ray dashboard")
-    parser.add_argument("--dashboard-host", default=LOOPBACK,
+    parser.add_argument("--dashboard-host", default=RunOptions.dashboard_host,
                         help="interface for the Ray dashboard (default 127.0.0.1: this machine only)")
     parser.add_argument("--ray-metrics", action="store_true",
                         help="let a local Ray export its Prometheus metrics (on 127.0.0.1, without a login; off by "
@@ -80,26 +76,23 @@ def options_from(args: argparse.Namespace) -> RunOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    console = terminal_console()
-    return exit_code(lambda: _run(argv, console))
+    view = events_to_console(terminal_console())
+    try:
+        return exit_code(lambda: _run(argv, view))
+    finally:
+        view.close()  # a live table an interrupted run left running
 
 
-def _run(argv: list[str] | None, console: Any) -> int:
+def _run(argv: list[str] | None, view: ConsoleView) -> int:
     """Dry-run the experiment (or a listing), or run it through the API; the exit code is the run's."""
-    clock = RunClock()  # the run's wall time is checked against the plan's estimate, with the machine's load
+    clock = api.RunClock()  # the run's wall time is checked against the plan's estimate, with the machine's load
     args = parse_args(argv)
-    if numerics.requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
-        numerics.restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
+    if requested(args.cross_cpu):  # before numpy, torch or MKL pick their kernels in any process
+        restart_pinned("experiments.run", sys.argv[1:] if argv is None else argv)
     options = options_from(args)
-    if not args.dry_run:
-        return int(api.run(args.conf, args.overrides, options, console, clock).exit_code)
-    if is_listing(args.conf):
-        from experiments.api.side_by_side import run_listing
-
-        return int(run_listing(RunRequest(args.conf, parse_overrides(args.overrides), options, clock), console,
-                               dry_run=True))
-    print_plan(console, api.plan(args.conf, args.overrides, options, console), resolved=True)
-    return int(ExitCode.OK)
+    if args.dry_run:
+        return int(dry_run(args.conf, args.overrides, options, on_event=view))
+    return int(api.run(args.conf, args.overrides, options, on_event=view, clock=clock).exit_code)
 
 
 if __name__ == "__main__":

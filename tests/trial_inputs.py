@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from algos.spec import BuildInputs, Resources
+from algos.inputs import BuildInputs, Resources
 
 
 def local_trial(env_id: str, training: dict[str, Any], *, rollout_fragment_length: int | str, activation: str,

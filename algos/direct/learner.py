@@ -1,8 +1,8 @@
 """The direct learner's update, run inside RLlib's learner (local, or each remote one): its module, its optimizer,
 its device and its gradient clipping are RLlib's, so a GPU preset trains it on the GPU and a checkpoint restores it.
 
-The problem (the fold's train data, the memory, the loss) comes from the env family's entry
-(`envs.EnvFamily.direct_problem`), built once per learner from the trial's env_config."""
+The problem (the fold's train data, the memory, the loss) is the env family's (algos/families/direct_problems.py),
+built once per learner from the trial's env_config."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +12,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 import envs
-from algos.spec import load_class
+from algos.families.direct_problems import problem_class
 
 
 class DirectTorchLearner(PPOTorchLearner):
@@ -35,9 +35,9 @@ class DirectTorchLearner(PPOTorchLearner):
         if problem is None:
             config = self.config
             env = envs.make_env(config.env, dict(config.env_config)).unwrapped
-            problem_class = load_class(envs.family(config.env).direct_problem)
-            problem = problem_class(env, config.train_batch_size_per_learner, config.direct_batch_start,
-                                    config.direct_geometric_bias, config.seed, self.device)
+            problem = problem_class(envs.family(config.env))(
+                env, config.train_batch_size_per_learner, config.direct_batch_start, config.direct_geometric_bias,
+                config.seed, self.device)
             self._problem = problem
         return problem
 

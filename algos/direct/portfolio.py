@@ -61,8 +61,8 @@ class PortfolioProblem:
         """What `algorithm: direct` needs of a portfolio env, checked before Ray starts (`--dry-run`)."""
         check_fits(env, training.train_batch_size_per_learner)
         if training.model == "default":
-            raise InputError("training.model: algorithm direct on trading/Portfolio-v0 trains a portfolio module: set "
-                             "training.model: shared_assets (or flat)")
+            raise InputError("training.model: algorithm direct on a universe of assets trains a portfolio module: "
+                             "set training.model: shared_assets (or flat)")
 
     @property
     def decisions(self) -> int:

@@ -10,7 +10,8 @@ from envs.splits import PARTS
 
 
 def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
-    """The three parts of the env_config's fold of its universe's calendar, one dataset for all its assets."""
+    """The three parts of the env_config's fold of its universe's calendar, one dataset for all its assets; a part a
+    refit leaves empty is left out."""
     cfg = PortfolioConfig.from_dict(env_config)
     universe = load_config_universe(cfg)
     n = len(universe.timestamps)
@@ -19,4 +20,4 @@ def data_parts(env_config: dict[str, Any]) -> list[DataPart]:
     stamps = universe.timestamps
     return [DataPart(universe.label, name, part_digest(digest, *fold.part(name)), universe.source, end - start,
                      f"{stamps[start]}", f"{stamps[end - 1]}", fold.index)
-            for name in PARTS for start, end in (fold.part(name),)]
+            for name in PARTS for start, end in (fold.part(name),) if end > start]

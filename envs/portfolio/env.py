@@ -108,9 +108,10 @@ class PortfolioEnv(gym.Env):
                 "500 coins\", has the measured cost at N = 5 .. 500 and on a GPU)"]
 
     def split_periods(self) -> dict[str, tuple[str, str]]:
+        """First and last bar of each part of the fold; a part a refit leaves empty is not named."""
         stamps = self.market.timestamps
         return {name: (f"{stamps[lo]:%Y-%m-%d}", f"{stamps[hi - 1]:%Y-%m-%d}")
-                for name, (lo, hi) in ((n, self.market.bounds[n]) for n in ("train", "validation", "test"))}
+                for name, (lo, hi) in ((n, self.market.bounds[n]) for n in ("train", "validation", "test")) if hi > lo}
 
     def observation_at(self, row: int, held: np.ndarray) -> np.ndarray:
         """The observation at decision row `row` with asset weights `held` (N,)."""

@@ -84,8 +84,11 @@ class UniverseReader(FeatureWindowReader):
                    gross_cap=cfg.gross_cap, feature_bars=needed or 0, decision_interval=cfg.decision_interval,
                    window_normalization=cfg.window_normalization,
                    bars_per_year=market.bars_per_year, fee_bps=cfg.fee_bps, slippage_bps=cfg.slippage_bps,
-                   data_start=stamps[0].isoformat(), data_end=stamps[-1].isoformat(), test_start=stamps[lo].isoformat(),
-                   test_end=stamps[hi - 1].isoformat(), mean=market.feature_mean, std=market.feature_std,
+                   data_start=stamps[0].isoformat(), data_end=stamps[-1].isoformat(),
+                   # a refit (envs.splits) has no test window: ""
+                   test_start=stamps[lo].isoformat() if hi > lo else "",
+                   test_end=stamps[hi - 1].isoformat() if hi > lo else "", mean=market.feature_mean,
+                   std=market.feature_std,
                    refusal="" if needed is not None else f"its features read another series ({other})")
 
     def describe(self) -> str:

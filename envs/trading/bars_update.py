@@ -6,8 +6,8 @@ seam, and overlapping bars equal to the stored ones (a differing bar means the s
 would change every backtest over that period: refused unless forced, and then counted). Holes inside the new
 bars get the --gaps policy (by default the dataset's), filled from the last stored close; a weekdays dataset's
 weekends are closed, not holes (envs.trading.calendar).
-`experiments.data update` does the reading and writing (experiments/storage/dataset_versions.py); this module only
-takes and returns DataFrames.
+`experiments.data update` reads and writes in envs.trading.dataset_update (the old version kept by the platform's
+experiments/storage/dataset_versions.py); this module only takes and returns DataFrames.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Fetch OHLCV bars from an exchange with ccxt and cache them as `data/raw/<SYMBOL>_<TF>.parquet`.
 
 `python -m experiments.data fetch SOL-USD --timeframe 1h [--exchange binance] [--since 2023-01-01]`
-runs `fetch_to_cache`. Bars are paged through `exchange.fetch_ohlcv`, the bar still forming is
-dropped, and the result is validated and gap-handled exactly like an imported CSV (`ffill` by
-default, reported). Without a network every entry point raises `InputError` saying so and how to
-continue offline (import a CSV export, or `source: synthetic`).
+fetches every symbol (`fetch_bars`), then writes each where `fetch_to_cache` does (envs.trading.data_tasks).
+Bars are paged through `exchange.fetch_ohlcv`, the bar still forming is dropped, and the result is validated and
+gap-handled exactly like an imported CSV (`ffill` by default, reported). Without a network every entry point raises
+`InputError` saying so and how to continue offline (import a CSV export, or `source: synthetic`).
 
 `ensure_local_data` is for the pipeline: before a sweep over symbols it reports which symbols
 have no local parquet and, when allowed, fetches them.

@@ -8,29 +8,14 @@ on the same rows.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
+from envs.retrain_data import ForwardReport
 from envs.trading.backtest import baseline_targets, strategy_row
 from envs.trading.bar_reader import BarReader
 from envs.trading.ledger import simulate_positions
 from envs.trading.paper import Decide, new_book, replay
-
-
-@dataclass(frozen=True)
-class ForwardReport:
-    """Per strategy (the policies first, then the baselines): a table row and per-bar log returns."""
-
-    table: pd.DataFrame
-    returns: pd.DataFrame   # log returns from each bar's close to the next: the first bar has none
-    periods_per_year: float
-    start: pd.Timestamp
-
-    @property
-    def window(self) -> str:
-        return f"{self.start:%Y-%m-%d %H:%M} .. {self.returns.index[-1]:%Y-%m-%d %H:%M} ({len(self.returns) + 1} bars)"
 
 
 def forward_test(policies: dict[str, tuple[BarReader, Decide]], bars: pd.DataFrame, rows: range) -> ForwardReport:

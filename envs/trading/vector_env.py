@@ -20,7 +20,7 @@ whose fill coefficients are table lookups, not `np.where`s on signs and masks; s
 (a ufunc resolves a Python float operand each call); `np.count_nonzero` tests masks (`ndarray.any` goes through
 Python); the observation is one gather of a strided view of window + position width, its position columns then
 overwritten, instead of a gather, a one-hot gather and a concatenate. RLlib's env runners get this env through
-`gym_env_vectorize_mode="vector_entry_point"` (algos/dqn.py).
+`gym_env_vectorize_mode="vector_entry_point"` (algos/rllib/config.py).
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import sys
 
 
 def main() -> int:
+    from experiments.api.console_view import events_to_console
     from experiments.api.options import RunOptions
     from experiments.api.runs import run
     from experiments.shell import exit_code, terminal_console
@@ -17,7 +18,11 @@ def main() -> int:
     def run_handed() -> int:
         handed = json.loads(sys.stdin.read())
         options = RunOptions.from_json(json.dumps(handed["options"]))
-        return int(run(sys.argv[1], handed["overrides"], options, terminal_console()).exit_code)
+        view = events_to_console(terminal_console())  # into the child's log file, as a single run prints
+        try:
+            return int(run(sys.argv[1], handed["overrides"], options, on_event=view).exit_code)
+        finally:
+            view.close()
 
     return exit_code(run_handed)
 

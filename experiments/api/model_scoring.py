@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 import envs
+from envs.abilities import Backtests, Transfers
 from envs.errors import InputError
 from envs.report import EvaluationReport
 from experiments.tracking.store import default_tracking_uri
@@ -37,12 +38,12 @@ def score(model_uri: str, data: str | Path, tracking_uri: str | None = None) -> 
     version = resolve_version(client, model_uri)
     family = envs.family(version.tags.get("env", ""))
     model = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}").unwrap_python_model()
-    transfer = family.transfer_function()
-    if transfer is not None:
-        return _as_evaluation(transfer(model.policy, model.inputs, str(data), {}), model_uri, data)
+    if isinstance(family, Transfers):
+        return _as_evaluation(family.transfer(model.policy, model.inputs, str(data), {}), model_uri, data)
     env_config = {**_training_env_config(client, version), "data_path": str(Path(data).resolve()), "split": "test"}
     fold = version.tags.get("fold")
-    if family.folds and fold not in (None, "", "None"):  # the fold was searched, so not in the file's env_config
+    # the fold was searched, so not in the file's env_config
+    if isinstance(family, Backtests) and fold not in (None, "", "None"):
         env_config["fold"] = int(fold)
     family.check_config(env_config, f"{model_uri} on {data}")
     return evaluate_checkpoint(model.policy, family, env_config)

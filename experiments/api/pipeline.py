@@ -6,6 +6,10 @@ one of experiments/records/exits.py's codes (docs/faults.md): 0 whole; 3 partial
 seed is missing, a model was not registered); 1 no trial could be scored; 4 a fault outside the run (tracking server,
 storage, disk), in one line with the resume command and the whole error chain in a log file; 130 interrupted. Every
 MLflow run it opened is closed, or recorded for the next run to close when the tracking server is what failed.
+
+It prints nothing: each line, trial row and verdict is an event for the caller's `on_event`
+(experiments/api/events.py). `run_experiment` owns how the run ends (its `Ending`, its `RunResult`); the steps it
+calls (`_open_sweep`, `_sweep` and theirs) return what they found.
 """
 from __future__ import annotations
 
@@ -14,18 +18,29 @@ import os
 import shlex
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from mlflow.tracking import MlflowClient
-from rich.console import Console
 from rich.markup import escape
 
 from envs import EnvFamily
+from envs.abilities import Backtests
 from envs.datasets import DataPart
 from envs.errors import RunFault
+from experiments.api.events import (
+    EventConsole,
+    Fault,
+    GroupJudged,
+    GroupsJudged,
+    OnEvent,
+    Partial,
+    RunEvent,
+    ignore,
+    say,
+)
 from experiments.api.options import RunRequest
 from experiments.api.preflight import Checked
 from experiments.api.result import RunResult
@@ -38,6 +53,7 @@ from experiments.plan.cluster import RayTarget
 from experiments.plan.local_ray import start_ray
 from experiments.plan.provenance import git_commit, machine_tags
 from experiments.records.exits import MLFLOW_FAILED, MLFLOW_FINISHED, MLFLOW_KILLED, ExitCode
+from experiments.records.run_events import Line, Phase, TrialUpdate
 from experiments.shell import python_command
 from experiments.storage.filesystem import Storage, keep_credentials_out_of_ray
 from experiments.storage.resume_check import check_resumable
@@ -52,7 +68,6 @@ from experiments.sweep.faults import (
     write_chain,
 )
 from experiments.sweep.run_status import StatusFile
-from experiments.sweep.tuner import fit, make_tuner, restore_tuner
 from experiments.tracking.comparison_view import comparison_columns, save_view
 from experiments.tracking.pending_closures import PendingClosures
 from experiments.tracking.runs import (
@@ -65,6 +80,12 @@ from experiments.tracking.runs import (
     trial_tags,
     ui_lines,
 )
+
+if TYPE_CHECKING:  # what judging returns; imported where the sweep is judged
+    from experiments.results.registry import Registered
+    from experiments.results.scoring import GroupOutcome, Judgement
+    from experiments.results.trials import CheckpointReader
+    from experiments.results.trials_ledger import LedgerRun
 
 FINISHED, FAILED, KILLED = MLFLOW_FINISHED, MLFLOW_FAILED, MLFLOW_KILLED
 
@@ -145,174 +166,301 @@ class Ending:
     tracking_down: bool = False  # the tracking server is what failed: closures are recorded, not tried
 
 
-def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest, console: Console) -> RunResult:
+@dataclass
+class OpenSweep:
+    """The sweep's MLflow parent run and Tune folder (its state), the tags of its runs and its output folder."""
+
+    state: SweepState
+    tags: dict[str, str]
+    out_dir: Path
+
+
+@dataclass
+class SweepEnd:
+    """How a sweep that ran to its end (or was interrupted) ended, and what it found for the RunResult."""
+
+    mlflow: str
+    sweep: str
+    exit_code: ExitCode
+    partial: list[str] = field(default_factory=list)
+    groups: dict[str, GroupOutcome] = field(default_factory=dict)
+    models: list[Registered] = field(default_factory=list)
+    ensembles: list[Registered] = field(default_factory=list)
+
+
+def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest,
+                   on_event: OnEvent | None = None) -> RunResult:
     """Sweep the checked experiment (its search space is the one `experiments.sweep.tuner.check_buildable` built and
     RLlib validated), track it in MLflow, score out of sample and register; returns what it found and how it ended.
-    With a status file its phase, MLflow ids, trial rows and evaluation files are kept there for a parent run."""
+    Progress goes to `on_event`; with a status file, phases and trial rows are kept there too for a parent run."""
     import ray
-    import torch
 
     exp, storage, options = checked.exp, checked.storage, request.options
-    result = RunResult(exp.name, ExitCode.FAILED)
-    status_file = StatusFile(options.status_file)
-    status_file.update(phase="starting", name=exp.name)
-    torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
-    silence_rllib_import_noise()
-    bound_waits(os.environ)
-    experiment_dir = options.output.resolve() / exp.name
-    previous = None
-    if options.resume:
-        previous, note = sweep_to_resume(storage, exp.name)
-        if note:
-            console.print(note, markup=False, highlight=False)
+    emit = with_status_file(options.status_file, on_event or ignore)
+    previous = _prepare_driver(checked, options.resume, emit)
     tracking_uri = previous.tracking_uri if previous else exp.tracking_uri()
-    result.tracking_uri = tracking_uri
-    client = make_client(tracking_uri)
-    closures = PendingClosures(experiment_dir)
-    ending = Ending()
+    result, ending = RunResult(exp.name, ExitCode.FAILED, tracking_uri=tracking_uri), Ending()
+    client, closures = make_client(tracking_uri), PendingClosures(options.output.resolve() / exp.name)
     # A joined cluster that goes away mid-run ends it in one line (docs/faults.md), like the other faults.
-    watch = ClusterWatch(ray_target, functools.partial(_cluster_lost, console, request, client, ending, closures,
-                                                       storage, exp.name))
-    started_ray = False
+    watch, started_ray = ClusterWatch(ray_target, functools.partial(_cluster_lost, emit, request, client, ending,
+                                                                    closures, storage, exp.name)), False
     try:
-        for line in closures.apply(client, tracking_uri):
-            console.print(line, markup=False, highlight=False)
-        if previous:
-            check_resumable(storage, previous.tune_dir, rerun_command(request, resume=False))
-        keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, console.print)
-        watch.start()
-        started_ray = start_ray(ray_target, options.local_ray(), console)
-        result.exit_code = _sweep(checked, request, console, client, tracking_uri, previous, experiment_dir,
-                                  status_file, ending, result)
+        started_ray = _connect(ray_target, request, client, closures, tracking_uri, previous, storage, watch, emit)
+        opened = _open_sweep(checked, request, client, previous, emit)
+        ending.state = opened.state  # closed whatever happens next
+        result.experiment_id, result.parent_run_id = opened.state.experiment_id, opened.state.parent_run_id
+        result.output_dir = opened.out_dir
+        end = _sweep(checked, request, client, opened, previous is not None, emit)
+        ending.mlflow, ending.sweep = end.mlflow, end.sweep
+        result.partial, result.groups, result.models, result.ensembles = (end.partial, end.groups, end.models,
+                                                                          end.ensembles)
+        result.exit_code = _last_words(checked, request, client, opened.state, end, emit)
     except KeyboardInterrupt:
         ending.mlflow, ending.sweep = KILLED, INTERRUPTED
         raise
-    except RunFault as fault:  # a refused resume names its own way back; a fault mid-sweep gets --resume
-        print_fault(console, str(fault), None, rerun_command(request, resume=True) if ending.state else None)
-        result.exit_code = ExitCode.FAULT
     except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
-        ending.tracking_down = tracking_unreachable(error, tracking_uri)
-        result.exit_code = _ended_by_fault(error, tracking_uri, storage, request, console, experiment_dir)
+        ending.tracking_down = not isinstance(error, RunFault) and tracking_unreachable(error, tracking_uri)
+        result.exit_code = _ended_by_fault(error, checked, request, ending, tracking_uri, emit)
     finally:
         watch.stop()
         if ending.state is not None:
-            _close(client, ending.state, ending, closures, storage, exp.name, console)
+            _close(client, ending.state, ending, closures, storage, exp.name, emit)
         if started_ray:
             ray.shutdown()
     return result
 
 
-def _sweep(checked: Checked, request: RunRequest, console: Console, client: MlflowClient, tracking_uri: str,
-           previous: SweepState | None, experiment_dir: Path, status_file: StatusFile, ending: Ending,
-           result: RunResult) -> ExitCode:
-    from experiments.results.ensemble_logging import log_ensembles
-    from experiments.results.mlflow_logging import log_judgement
-    from experiments.results.printing import print_group, print_group_table, print_partial
-    from experiments.results.registry import register_ensemble, register_group
-    from experiments.results.scoring import judge_sweep
-    from experiments.results.trials import ALL, CheckpointReader, SweepFailed
-    from experiments.results.trials_ledger import LedgerRun, TrialsLedger
-    from experiments.sweep.progress import TrialProgress
+def with_status_file(path: Path | None, on_event: OnEvent) -> OnEvent:
+    """`on_event`, and with a status file (a side-by-side child's) its phases and trial rows written there too."""
+    if path is None:
+        return on_event
+    status_file = StatusFile(path)
 
-    exp, preset, plan, params, storage = checked.exp, checked.preset, checked.plan, checked.params, checked.storage
-    options, clock = request.options, request.clock
-    env_id = exp.environment.env
-    tags = {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": preset.name, "env": env_id,
-            "algorithm": exp.algorithm, **exp.family.run_tags(exp.environment.env_config), **machine_tags(),
-            "smoke_test": str(options.smoke_test),
+    def both(event: RunEvent) -> None:
+        if isinstance(event, Phase):
+            status_file.update(phase=event.name, **event.fields)
+        elif isinstance(event, TrialUpdate):  # at once when a trial starts or ends, else at most every second
+            status_file.rows(event.rows, force=event.kind != "result")
+        on_event(event)
+
+    return both
+
+
+def _prepare_driver(checked: Checked, resume: bool, emit: OnEvent) -> SweepState | None:
+    """This process made ready to drive trials, and the sweep it resumes (with --resume)."""
+    import torch
+
+    emit(Phase("starting", {"name": checked.exp.name}))
+    torch.set_num_threads(1)  # the driver's torch must not fight the trials for 2 cores
+    silence_rllib_import_noise()
+    bound_waits(os.environ)
+    if not resume:
+        return None
+    previous, note = sweep_to_resume(checked.storage, checked.exp.name)
+    if note:
+        emit(Line(note))
+    return previous
+
+
+def _connect(ray_target: RayTarget, request: RunRequest, client: MlflowClient, closures: PendingClosures,
+             tracking_uri: str, previous: SweepState | None, storage: Storage, watch: ClusterWatch,
+             emit: OnEvent) -> bool:
+    """Close what earlier runs left open, check the sweep to resume, then join or start Ray, watched from then on;
+    True when this run started its own Ray."""
+    for line in closures.apply(client, tracking_uri):
+        emit(Line(line))
+    if previous:
+        check_resumable(storage, previous.tune_dir, rerun_command(request, resume=False))
+    keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, say(emit))
+    watch.start()
+    return start_ray(ray_target, request.options.local_ray(), EventConsole(emit))
+
+
+def run_tags(checked: Checked, request: RunRequest) -> dict[str, str]:
+    """The tags of every MLflow run of the sweep: who, which code, machine, preset, env and algorithm."""
+    exp, options = checked.exp, request.options
+    return {"mlflow.user": run_user(), "git_commit": git_commit(), "hardware/preset": checked.preset.name,
+            "env": exp.environment.env, "algorithm": exp.algorithm,
+            **exp.family.run_tags(exp.environment.env_config), **machine_tags(), "smoke_test": str(options.smoke_test),
             **({"run_group": options.run_group} if options.run_group else {})}
-    check_live_cluster(plan, exp.tune.trial_resources)
+
+
+def _open_sweep(checked: Checked, request: RunRequest, client: MlflowClient, previous: SweepState | None,
+                emit: OnEvent) -> OpenSweep:
+    """The sweep's parent run and Tune folder: the interrupted sweep's again (--resume), else new ones."""
+    exp, storage = checked.exp, checked.storage
+    tags = run_tags(checked, request)
+    check_live_cluster(checked.plan, exp.tune.trial_resources)
+    experiment_dir = request.options.output.resolve() / exp.name
     if previous:
         client.update_run(previous.parent_run_id, status="RUNNING")
-        console.print(f"resuming {storage.display(previous.tune_dir)} into MLflow run {previous.parent_run_id}",
-                      markup=False, highlight=False)
-        state = SweepState(previous.tune_dir, previous.parent_run_id, previous.experiment_id, tracking_uri,
+        emit(Line(f"resuming {storage.display(previous.tune_dir)} into MLflow run {previous.parent_run_id}"))
+        state = SweepState(previous.tune_dir, previous.parent_run_id, previous.experiment_id, previous.tracking_uri,
                            started=previous.started)
     else:
-        experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
-        save_view(client, experiment_id, comparison_columns(
-            [b.name for b in exp.family.baseline_table()], exp.family.comparison_columns, exp.tune.metric,
-            dict.fromkeys(params.search_keys.values()), verdict=exp.family.folds))
-        parent_id, _ = _open_parent(client, exp, experiment_id, tags, plan, experiment_dir)
-        # The parent run's id in the folder's name: two runs started in the same second get distinct folders.
-        sweep = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}-{parent_id[:6]}"
-        state = SweepState(storage.path(exp.name, "tune", sweep), parent_id, experiment_id, tracking_uri)
-        if not storage.is_local:
-            console.print(f"Tune results and checkpoints: {storage.display(state.tune_dir)}", markup=False,
-                          highlight=False)
-    ending.state = state  # closed whatever happens next
-    state.save(storage, exp.name)
-    out_dir = experiment_dir / state.parent_run_id
-    result.experiment_id, result.parent_run_id, result.output_dir = state.experiment_id, state.parent_run_id, out_dir
-    status_file.update(phase="training", tracking_uri=tracking_uri, experiment_id=state.experiment_id,
-                       parent_run_id=state.parent_run_id)
-    if previous:
-        tuner = restore_tuner(exp, storage, previous.tune_dir, params)
+        state = _new_sweep(checked, client, tags, experiment_dir, emit)
+    return OpenSweep(state, tags, experiment_dir / state.parent_run_id)
+
+
+def _new_sweep(checked: Checked, client: MlflowClient, tags: dict[str, str], experiment_dir: Path,
+               emit: OnEvent) -> SweepState:
+    """A new MLflow parent run (in the experiment, with its saved comparison view) and the Tune folder it names."""
+    exp, storage, params = checked.exp, checked.storage, checked.params
+    tracking_uri = exp.tracking_uri()
+    experiment_id = open_experiment(client, exp.tracking.experiment_name or exp.name, tracking_uri)
+    save_view(client, experiment_id, comparison_columns(
+        [b.name for b in exp.family.baseline_table()], exp.family.comparison_columns, exp.tune.metric,
+        dict.fromkeys(params.search_keys.values()), verdict=isinstance(exp.family, Backtests)))
+    parent_id, _ = _open_parent(client, exp, experiment_id, tags, checked.plan, experiment_dir)
+    # The parent run's id in the folder's name: two runs started in the same second get distinct folders.
+    sweep = f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}-{parent_id[:6]}"
+    state = SweepState(storage.path(exp.name, "tune", sweep), parent_id, experiment_id, tracking_uri)
+    if not storage.is_local:
+        emit(Line(f"Tune results and checkpoints: {storage.display(state.tune_dir)}"))
+    return state
+
+
+def _sweep(checked: Checked, request: RunRequest, client: MlflowClient, opened: OpenSweep, resuming: bool,
+           emit: OnEvent) -> SweepEnd:
+    """Train, then judge, log and register what the trials found; how the sweep ended and what it found."""
+    from experiments.results.trials import SweepFailed
+
+    state, clock = opened.state, request.clock
+    state.save(checked.storage, checked.exp.name)
+    emit(Phase("training", {"tracking_uri": state.tracking_uri, "experiment_id": state.experiment_id,
+                            "parent_run_id": state.parent_run_id}))
+    results, interrupted = _train(checked, opened, resuming, emit)
+    clock.lap("train")
+    emit(Line(""))
+    if interrupted:
+        emit(Line(f"sweep interrupted: continue it with {rerun_command(request, resume=True)}"))
+        return SweepEnd(KILLED, INTERRUPTED, ExitCode.INTERRUPTED)
+    _raise_lost_trials(results, checked, request, state.tracking_uri)
+    emit(Phase("scoring"))
+    ledger, reader = _ledger(checked, request, client, opened), _reader(checked, opened)
+    try:
+        judgement = _judge(checked, results, reader, ledger, emit)
+    except SweepFailed as failed:
+        emit(Line(f"error: the sweep failed: {failed}; Tune's log: {opened.out_dir / 'tune.log'}; after fixing the "
+                  f"cause, retry its trials with {rerun_command(request, resume=True)}", highlight=True))
+        return SweepEnd(FAILED, SWEEP_FAILED, ExitCode.FAILED, [str(failed)])
+    end = _log_and_register(checked, client, opened, judgement, ledger, reader, emit)
+    clock.lap("score")
+    out_dir = opened.out_dir
+    emit(Phase("done", {"evaluations": [str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
+                        "verdicts": [str(p) for p in sorted(out_dir.rglob("verdict.txt"))],
+                        "timings": clock.timings()}))
+    return end
+
+
+def _train(checked: Checked, opened: OpenSweep, resuming: bool, emit: OnEvent) -> tuple[Any, bool]:
+    """Tune's sweep, new or restored (its trials' progress to `emit`); its results and whether it was interrupted."""
+    from experiments.sweep.progress import TrialProgress, restored_progress_reports_to
+    from experiments.sweep.tuner import fit, make_tuner, restore_tuner
+
+    exp, plan, params, storage, state = checked.exp, checked.plan, checked.params, checked.storage, opened.state
+    if resuming:
+        with restored_progress_reports_to(emit):  # the sweep's own callbacks come back from its tuner.pkl
+            tuner = restore_tuner(exp, storage, state.tune_dir, params)
     else:
-        tracker = MlflowTrialCallback(tracking_uri, state.experiment_id, state.parent_run_id,
-                                      trial_params(exp, plan, params.search_keys), tags,
+        tracker = MlflowTrialCallback(state.tracking_uri, state.experiment_id, state.parent_run_id,
+                                      trial_params(exp, plan, params.search_keys), opened.tags,
                                       trial_tags(exp.family.tag_keys), functools.partial(trial_data, exp.family))
         tuner = make_tuner(exp, plan, params, storage, state.tune_dir,
-                           [tracker, TrialProgress(console, params.search_keys, status=status_file)])
-    results, interrupted = fit(tuner, out_dir / "tune.log", resuming=previous is not None)
-    clock.lap("train")
-    console.print()
-    if interrupted:
-        ending.mlflow, ending.sweep = KILLED, INTERRUPTED
-        console.print(f"sweep interrupted: continue it with {rerun_command(request, resume=True)}", markup=False,
-                      highlight=False)
-        return ExitCode.INTERRUPTED
-    for trial_result in results:  # a trial lost to the storage or the disk: the run ends as the fault it is
-        if trial_result.error is not None and what_failed(trial_result.error, tracking_uri, storage, options.output):
+                           [tracker, TrialProgress(emit, params.search_keys)])
+    return fit(tuner, opened.out_dir / "tune.log", resuming=resuming)
+
+
+def _raise_lost_trials(results: Any, checked: Checked, request: RunRequest, tracking_uri: str) -> None:
+    """A trial lost to the storage or the disk: the run ends as the fault it is."""
+    for trial_result in results:
+        if trial_result.error is not None and what_failed(trial_result.error, tracking_uri, checked.storage,
+                                                          request.options.output):
             raise trial_result.error
-    status_file.update(phase="scoring")
-    ledger = LedgerRun(TrialsLedger(client, tracking_uri), exp.name, state.parent_run_id, tags["mlflow.user"],
-                       git_commit(), exp.smoke_test, options.fresh_ledger or "")
-    reader = CheckpointReader(storage, out_dir / "downloaded")
-    try:
-        judgement = judge_sweep(exp, results, params, reader, console, ledger)
-    except SweepFailed as failed:
-        result.partial = [str(failed)]
-        console.print(f"error: the sweep failed: {escape(str(failed))}; Tune's log: {out_dir / 'tune.log'}; after "
-                      f"fixing the cause, retry its trials with {escape(rerun_command(request, resume=True))}")
-        return ExitCode.FAILED
-    chosen_runs = log_judgement(client, state, judgement, out_dir, ledger)
-    ensemble_runs = log_ensembles(client, state, judgement, out_dir, ledger)
-    result.groups, partial = judgement.groups, list(judgement.partial)
-    print_partial(console, partial)
+
+
+def _ledger(checked: Checked, request: RunRequest, client: MlflowClient, opened: OpenSweep) -> LedgerRun:
+    """This sweep's attempt in the trials ledger of its data and windows (the verdict's effective N)."""
+    from experiments.results.trials_ledger import LedgerRun, TrialsLedger
+
+    exp, state = checked.exp, opened.state
+    return LedgerRun(TrialsLedger(client, state.tracking_uri), exp.name, state.parent_run_id,
+                     opened.tags["mlflow.user"], git_commit(), exp.smoke_test, request.options.fresh_ledger or "")
+
+
+def _reader(checked: Checked, opened: OpenSweep) -> CheckpointReader:
+    from experiments.results.trials import CheckpointReader
+
+    return CheckpointReader(checked.storage, opened.out_dir / "downloaded")
+
+
+def _judge(checked: Checked, results: Any, reader: CheckpointReader, ledger: LedgerRun, emit: OnEvent) -> Judgement:
+    from experiments.results.scoring import judge_sweep
+
+    return judge_sweep(checked.exp, results, checked.params, reader, EventConsole(emit), ledger)
+
+
+def _log_and_register(checked: Checked, client: MlflowClient, opened: OpenSweep, judgement: Judgement,
+                      ledger: LedgerRun, reader: CheckpointReader, emit: OnEvent) -> SweepEnd:
+    """Each group's verdict logged and said, its model (and ensemble) registered; what is missing, as `partial`."""
+    from experiments.results.ensemble_logging import log_ensembles
+    from experiments.results.mlflow_logging import log_judgement
+    from experiments.results.trials import ALL
+
+    exp, state = checked.exp, opened.state
+    chosen_runs = log_judgement(client, state, judgement, opened.out_dir, ledger)
+    ensemble_runs = log_ensembles(client, state, judgement, opened.out_dir, ledger)
+    end = SweepEnd(FINISHED, SWEEP_FINISHED, ExitCode.OK, list(judgement.partial), judgement.groups)
+    if end.partial:
+        emit(Partial(tuple(end.partial)))
     single = len(judgement.groups) == 1
     for group, outcome in judgement.groups.items():  # each group's verdict, then its model
-        print_group(console, group, outcome, single)
+        emit(GroupJudged(group, outcome, single))
         if outcome.verdict is not None and outcome.verdict.missing:
-            partial.append(f"{'' if group == ALL else group + ': '}{outcome.verdict.missing}")
+            end.partial.append(f"{'' if group == ALL else group + ': '}{outcome.verdict.missing}")
         examples = checked.examples.get(outcome.chosen.fold) if single and not _searches_env(exp) else None
-        model = register_group(exp, outcome, client, state, chosen_runs[group], reader, console, examples)
-        result.models.append(model)
-        partial += [model.refused] if model.refused else []
-        if outcome.ensemble is not None:  # its own version, beside the single chosen trial's
-            ensemble = register_ensemble(exp, outcome, client, state, ensemble_runs.get(group), console, examples)
-            result.ensembles.append(ensemble)
-            partial += [ensemble.refused] if ensemble.refused else []
-    print_group_table(console, judgement, exp.tune.group_by)
-    result.partial = partial
-    clock.lap("score")
-    status_file.update(phase="done", evaluations=[str(p) for p in sorted(out_dir.rglob("evaluation.csv"))],
-                       verdicts=[str(p) for p in sorted(out_dir.rglob("verdict.txt"))], timings=clock.timings())
-    ending.mlflow, ending.sweep = FINISHED, (PARTIAL if partial else SWEEP_FINISHED)
-    console.print(f"took {duration(clock.elapsed())}, estimated {checked.estimate.short()} "
-                  f"(preset {preset.name}: edit its env_steps_per_second when the two disagree)"
-                  f"{clock.busy_note()}", markup=False, highlight=False)
-    name = exp.tracking.experiment_name or exp.name
-    for line in ui_lines(tracking_uri, [(f"MLflow run {state.parent_run_id} in experiment '{name}'",
-                                         state.experiment_id)]):
-        console.print(line, markup=False, highlight=False)
-    if partial:
-        client.set_tag(state.parent_run_id, "partial", "; ".join(partial)[:5000])
-        console.print(f"[yellow]partial result (exit {ExitCode.PARTIAL:d}): {escape('; '.join(partial))}. Failed "
-                      f"trials run again from their last checkpoints with "
-                      f"{escape(rerun_command(request, resume=True))}[/yellow]")
-        return ExitCode.PARTIAL
-    return ExitCode.OK
+        model, ensemble = _register(checked, client, state, outcome, chosen_runs[group], ensemble_runs.get(group),
+                                    reader, examples, emit)
+        end.models.append(model)
+        end.ensembles += [ensemble] if ensemble is not None else []
+        end.partial += [kept.refused for kept in (model, ensemble) if kept is not None and kept.refused]
+    emit(GroupsJudged(judgement, exp.tune.group_by))
+    end.sweep = PARTIAL if end.partial else SWEEP_FINISHED
+    return end
+
+
+def _register(checked: Checked, client: MlflowClient, state: SweepState, outcome: GroupOutcome,
+              chosen_run: str | None, ensemble_run: str | None, reader: CheckpointReader, examples: Any,
+              emit: OnEvent) -> tuple[Registered, Registered | None]:
+    """The group's chosen trial registered as a model version, and its ensemble as another (with `ensemble:`)."""
+    from experiments.results.registry import register_ensemble, register_group
+
+    console = EventConsole(emit)
+    model = register_group(checked.exp, outcome, client, state, chosen_run, reader, console, examples)
+    if outcome.ensemble is None:
+        return model, None
+    return model, register_ensemble(checked.exp, outcome, client, state, ensemble_run, console, examples)
+
+
+def _last_words(checked: Checked, request: RunRequest, client: MlflowClient, state: SweepState, end: SweepEnd,
+                emit: OnEvent) -> ExitCode:
+    """A finished sweep's time against its estimate, where to look at it, and what is missing (exit 3)."""
+    if end.mlflow != FINISHED:
+        return end.exit_code
+    clock, partial = request.clock, end.partial
+    emit(Line(f"took {duration(clock.elapsed())}, estimated {checked.estimate.short()} (preset {checked.preset.name}: "
+              f"edit its env_steps_per_second when the two disagree){clock.busy_note()}"))
+    name = checked.exp.tracking.experiment_name or checked.exp.name
+    for line in ui_lines(state.tracking_uri, [(f"MLflow run {state.parent_run_id} in experiment '{name}'",
+                                               state.experiment_id)]):
+        emit(Line(line))
+    if not partial:
+        return ExitCode.OK
+    client.set_tag(state.parent_run_id, "partial", "; ".join(partial)[:5000])
+    emit(Line(f"[yellow]partial result (exit {ExitCode.PARTIAL:d}): {escape('; '.join(partial))}. Failed trials run "
+              f"again from their last checkpoints with {escape(rerun_command(request, resume=True))}[/yellow]",
+              markup=True, highlight=True))
+    return ExitCode.PARTIAL
 
 
 def _searches_env(exp: ExperimentConfig) -> bool:
@@ -321,36 +469,32 @@ def _searches_env(exp: ExperimentConfig) -> bool:
     return any(key.startswith(ENV_CONFIG_PREFIX) and key != FOLD_KEY for key in exp.tune.search_space)
 
 
-def _ended_by_fault(error: Exception, tracking_uri: str, storage: Storage, request: RunRequest,
-                    console: Console, experiment_dir: Path) -> ExitCode:
-    """A fault outside the run: one line, the chain in a log file, the way back. Anything else is a bug and
-    keeps its traceback."""
-    line = what_failed(error, tracking_uri, storage, request.options.output)
+def _ended_by_fault(error: Exception, checked: Checked, request: RunRequest, ending: Ending, tracking_uri: str,
+                    emit: OnEvent) -> ExitCode:
+    """A fault outside the run: one line, the chain in a log file, the way back. A refused resume (a RunFault) names
+    its own way back; a fault mid-sweep gets --resume. Anything else is a bug and keeps its traceback."""
+    if isinstance(error, RunFault):
+        emit(Fault(str(error), None, rerun_command(request, resume=True) if ending.state else None))
+        return ExitCode.FAULT
+    line = what_failed(error, tracking_uri, checked.storage, request.options.output)
     if line is None:
         raise error
-    print_fault(console, line, write_chain(error, experiment_dir), rerun_command(request, resume=True))
+    experiment_dir = request.options.output.resolve() / checked.exp.name
+    emit(Fault(line, write_chain(error, experiment_dir), rerun_command(request, resume=True)))
     return ExitCode.FAULT
 
 
-def _cluster_lost(console: Console, request: RunRequest, client: MlflowClient, ending: Ending,
+def _cluster_lost(emit: OnEvent, request: RunRequest, client: MlflowClient, ending: Ending,
                   closures: PendingClosures, storage: Storage, name: str, line: str) -> None:
     """The run's end when the cluster it joined went away, said from the cluster watch's thread (the main thread
     is stuck in Ray by then): the line, the way back, and its MLflow runs and sweep state closed as failed."""
-    print_fault(console, line, None, rerun_command(request, resume=True) if ending.state else None)
+    emit(Fault(line, None, rerun_command(request, resume=True) if ending.state else None))
     if ending.state is not None:
-        _close(client, ending.state, ending, closures, storage, name, console)
-
-
-def print_fault(console: Console, line: str, log: Path | None, resume: str | None) -> None:
-    console.print(f"error: {line}", markup=False, highlight=False)
-    if log is not None:
-        console.print(f"  the whole error: {log}", markup=False, highlight=False)
-    if resume is not None:
-        console.print(f"  then continue the sweep with {resume}", markup=False, highlight=False)
+        _close(client, ending.state, ending, closures, storage, name, emit)
 
 
 def _close(client: MlflowClient, state: SweepState, ending: Ending, closures: PendingClosures, storage: Storage,
-           name: str, console: Console) -> None:
+           name: str, emit: OnEvent) -> None:
     """Close the sweep's MLflow runs and mark its state file; when the tracking server is what failed, record
     the closures for the next run instead of waiting on it again."""
     try:
@@ -365,7 +509,6 @@ def _close(client: MlflowClient, state: SweepState, ending: Ending, closures: Pe
         except Exception:  # noqa: BLE001, S110 - whatever the tracking client raises, the closures are recorded
             pass
     kept = closures.record(state.tracking_uri, state.experiment_id, state.parent_run_id, ending.mlflow)
-    console.print(f"  MLflow run {state.parent_run_id} stays open for now: "
-                  + (f"the next run of '{name}' closes it (recorded in {closures.path})" if kept
-                     else "the tracking server and the disk both failed: close it in the MLflow UI"),
-                  markup=False, highlight=False)
+    emit(Line(f"  MLflow run {state.parent_run_id} stays open for now: "
+              + (f"the next run of '{name}' closes it (recorded in {closures.path})" if kept
+                 else "the tracking server and the disk both failed: close it in the MLflow UI")))

@@ -15,15 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from rich.console import Console
+from pydantic import ValidationError
 
 import algos
 import envs
-from algos.spec import check_servable
+from algos.base import check_servable
+from envs.abilities import Backtests, CachesFeatures, PreparesData
 from envs.errors import InputError
+from envs.validation import describe_validation_error
+from experiments.api.options import RunOptions
 from experiments.config.checks import ENV_CONFIG_PREFIX
 from experiments.config.ensemble import check_ensemble
-from experiments.config.experiment import ExperimentConfig
+from experiments.config.experiment import DEFAULT_ALGORITHM, ExperimentConfig
 from experiments.config.files import Override, apply_overrides, parse_overrides, read_experiment
 from experiments.config.load import load_experiment
 from experiments.config.protocol import FOLD_KEY, fold_indices
@@ -39,6 +42,7 @@ from experiments.hardware import (
 )
 from experiments.hardware.batch import check_split, memory_cap
 from experiments.hardware.plan import idle_cpus, trials_at_once
+from experiments.records.run_events import Line
 from experiments.results.examples import Examples, example_observations
 from experiments.storage.filesystem import Storage, check_storage, resolve_storage
 
@@ -115,7 +119,7 @@ def smoke_budget(raw: dict[str, Any], overrides: Sequence[Override]) -> tuple[Ov
     the env may come from --set or extends). A name that is not known adds nothing here; the file's validation
     refuses it in its own words."""
     probe = apply_overrides(copy.deepcopy(raw), overrides)
-    algorithm, env = probe.get("algorithm", "dqn"), (probe.get("environment") or {}).get("env")
+    algorithm, env = probe.get("algorithm", DEFAULT_ALGORITHM), (probe.get("environment") or {}).get("env")
     spec = algos.algorithm(algorithm) if isinstance(algorithm, str) and algorithm in algos.ALGORITHMS else None
     family = envs.family(env) if isinstance(env, str) else None
     return (*parse_overrides(SMOKE_OVERRIDES), *parse_overrides(spec.smoke_overrides if spec else ()),
@@ -136,6 +140,8 @@ def check_selection(exp: ExperimentConfig, source: str) -> None:
 def prepare_data(exp: ExperimentConfig, fetch: bool, log: Callable[[str], None]) -> list[str]:
     """Make the env family's data local before anything starts (e.g. fetch the coins of a sweep), or, when
     `fetch` is off (dry run), report what is missing. Returns what is still missing."""
+    if not isinstance(exp.family, PreparesData):
+        return []
     searched = {key.removeprefix(ENV_CONFIG_PREFIX): candidate_values(domain)
                 for key, domain in exp.tune.search_space.items() if key.startswith(ENV_CONFIG_PREFIX)}
     return exp.family.prepare_data(exp.environment.env_config, searched, fetch, log)
@@ -162,12 +168,13 @@ def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[li
         fold_config = {**env_config, "fold": fold} if FOLD_KEY in exp.tune.search_space else env_config
         # An env without a config model (a Gymnasium id's keyword arguments) is built with the evaluation's keys laid
         # over it, so a key its evaluation env would refuse is refused here, not after training.
-        env = exp.family.make(fold_config if exp.family.config_model else {**fold_config, **exp.evaluation.env_config})
+        evaluated = fold_config if exp.family.config_model() else {**fold_config, **exp.evaluation.env_config}
+        env = exp.family.make(evaluated)
         check_action_space(exp, env.action_space)
         exp.spec.check_env(env, env_id, exp.training)
         described = described or envs.plan_lines(env)  # the first env built says where its features came from
         observation_bytes = 4 * math.prod(env.observation_space.shape or (1,))
-        if exp.family.folds:
+        if isinstance(exp.family, Backtests):
             parts = env.unwrapped.split_periods()
             periods.append(f"fold {fold}: " + ", ".join(f"{name} {a}..{b}" for name, (a, b) in parts.items()))
         examples[fold] = example_observations(env)
@@ -175,23 +182,40 @@ def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[li
     return described + (periods if len(periods) > 1 else []), observation_bytes, examples
 
 
-def cap_batch(conf: Path, overrides: list[str], smoke_test: bool, exp: ExperimentConfig, preset: HardwarePreset,
-              observation_bytes: int) -> tuple[ExperimentConfig, list[str]]:
+def cap_batch(exp: ExperimentConfig, preset: HardwarePreset, observation_bytes: int,
+              source: str) -> tuple[ExperimentConfig, list[str]]:
     """The experiment with its update batch capped so that one update's observations fit the preset's memory
-    (experiments.hardware.batch.memory_cap), set as a --set would set it, and the line that says so; unchanged when
-    it fits. A universe of 500 assets can ask for more than a GPU holds; a coin's window never does."""
+    (experiments.hardware.batch.memory_cap), and the line that says so; unchanged when it fits. A universe of 500
+    assets can ask for more than a GPU holds; a coin's window never does."""
     batch = exp.training.train_batch_size_per_learner
     trials = min(exp.tune.max_concurrent_trials or trials_at_once(preset), max(exp.num_trials(), 1))
     cap, where = memory_cap(observation_bytes, preset, trials)
     if not observation_bytes or not isinstance(batch, int) or batch <= cap:
         return exp, []
-    capped = [f"training.train_batch_size_per_learner={cap}"]
+    capped = {"train_batch_size_per_learner": cap}
     minibatch = getattr(exp.training, "minibatch_size", None)
     if isinstance(minibatch, int) and minibatch > cap:
-        capped.append(f"training.minibatch_size={cap}")
+        capped["minibatch_size"] = cap
     line = (f"batch CAPPED by memory: {batch} observations of {observation_bytes / 1e6:.3g} MB are "
             f"{batch * observation_bytes / 1e9:.3g} GB, over {where}: batch {batch} -> {cap}")
-    return load(conf, [*overrides, *capped], smoke_test), [line]
+    return with_training(exp, capped, source), [line]
+
+
+def with_training(exp: ExperimentConfig, values: dict[str, Any], source: str) -> ExperimentConfig:
+    """`exp` with these training keys set as a --set sets them, without reading the file again: the training section
+    validated anew, and a key the search space searched pinned (it leaves the search; the plan says so)."""
+    try:
+        training = type(exp.training).model_validate({**exp.training.model_dump(), **values})
+    except ValidationError as error:
+        raise InputError(describe_validation_error(error, source, type(exp.training), "training.")) from None
+    pinned = {f"training.{key}": value for key, value in values.items()
+              if f"training.{key}" in exp.tune.search_space}
+    tune = exp.tune.model_copy(update={
+        "search_space": {key: domain for key, domain in exp.tune.search_space.items() if key not in pinned},
+        "group_by": None if exp.tune.group_by in pinned else exp.tune.group_by})
+    edited = exp.model_copy(update={"training": training, "tune": tune})
+    edited._pinned = {**exp.pinned, **pinned}
+    return edited
 
 
 def check_action_space(exp: ExperimentConfig, space: Any) -> None:
@@ -275,26 +299,26 @@ def named_in(conf: Path, error: InputError) -> InputError:
     return InputError(f"{conf}: {message}") if section in ExperimentConfig.model_fields else error
 
 
-def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: str | None, output: Path,
-              fetch: bool, console: Console, hardware: str | None = None,
+def preflight(conf: Path, overrides: Sequence[str | Override], options: RunOptions,
+              on_event: Callable[[Line], None] | None = None, fetch: bool = False,
               preset: tuple[HardwarePreset, str] | None = None) -> Checked:
-    """Every check that needs no Ray, then the RLlib config built once (its param space is what runs).
-    `preset`: (preset, why) chosen by the caller, e.g. an experiment's share of the machine; else `hardware`
-    (--hardware), GPU_PROFILE, the file's `hardware:` or detection choose."""
-    exp = load(conf, overrides, smoke_test)
+    """Every check that needs no Ray, then the RLlib config built once (its param space is what runs); what it
+    fetches is said through `on_event`. `preset`: (preset, why) chosen by the caller, e.g. an experiment's share of
+    the machine; else --hardware (`options.hardware`), GPU_PROFILE, the file's `hardware:` or detection choose."""
+    exp = load(conf, overrides, options.smoke_test)
     check_servable(exp.algorithm, exp.spec)  # registration comes after the whole sweep: refuse what it would refuse
     exp.tracking_uri()  # a URI with credentials in it is refused before anything prints or saves it
-    storage = resolve_storage(storage_arg, exp.storage, output, str(conf))
+    storage = resolve_storage(options.storage, exp.storage, options.output, str(conf))
     check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
-    exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))
-    missing = prepare_data(exp, fetch=fetch, log=console.print)
+    exp = with_feature_store(exp, storage)
+    say = on_event or (lambda line: None)
+    missing = prepare_data(exp, fetch=fetch, log=lambda text: say(Line(text, markup=True, highlight=True)))
     try:
         periods, observation_bytes, examples = check_environment(exp, construct=not missing)
     except InputError as error:
         raise named_in(conf, error) from None
-    chosen, reason = preset or select_preset(hardware, os.environ, exp.hardware)
-    exp, capped = cap_batch(conf, overrides, smoke_test, exp, chosen, observation_bytes)
-    exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))  # a capped exp is read anew
+    chosen, reason = preset or select_preset(options.hardware, os.environ, exp.hardware)
+    exp, capped = cap_batch(exp, chosen, observation_bytes, str(conf))
     plan, budget, lines = plan_resources(exp, chosen, reason)
     lines += capped
     from experiments.sweep.tuner import check_buildable
@@ -302,3 +326,12 @@ def preflight(conf: Path, overrides: list[str], smoke_test: bool, storage_arg: s
     params = check_buildable(exp, plan, str(conf))
     lines += periods
     return Checked(exp, storage, chosen, plan, params, lines, budget, examples)
+
+
+def with_feature_store(exp: ExperimentConfig, storage: Storage) -> ExperimentConfig:
+    """`exp` whose env_config names the run's feature store (a family that caches computed features shares them
+    between trials there), unless the file names one."""
+    if not isinstance(exp.family, CachesFeatures):
+        return exp
+    env_config = exp.family.attach_store(exp.environment.env_config, storage.uri_of("features"))
+    return exp.model_copy(update={"environment": exp.environment.model_copy(update={"env_config": env_config})})

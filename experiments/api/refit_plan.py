@@ -26,10 +26,10 @@ VERIFIED = ("configuration chosen on validation bars and forward-tested on held-
             "refit weights not tested out of sample")
 ENV_CONFIG = "environment.env_config."
 PROTOCOL_PARAM = f"{ENV_CONFIG}protocol."
-# The settings that make a configuration (as its trial run logged them), and those among them that say only where
-# its bars are and how they were cut, which a refit changes on purpose.
+# The settings that make a configuration (as its trial run logged them), and those among them that say only how its
+# bars were cut, which a refit changes on purpose (where the bars are, the data's own keys, is the caller's).
 CONFIGURATION = ("algorithm", "environment.env", ENV_CONFIG, "training.", "rl_module.", "reporting.")
-NOT_CONFIGURATION = tuple(f"{ENV_CONFIG}{key}" for key in ("data_path", "protocol", "fold", "feature_store", "split"))
+NOT_CONFIGURATION = tuple(f"{ENV_CONFIG}{key}" for key in ("protocol", "fold", "feature_store", "split"))
 
 
 @dataclass(frozen=True)
@@ -108,13 +108,20 @@ def logged_protocol(params: dict[str, str]) -> Protocol:
     return Protocol.from_dict(logged or None, "the champion's environment.env_config.protocol")
 
 
-def recipe_overrides(recipe: Recipe, window: RefitWindow, data_path: str, name: str) -> list[str]:
-    """--set overrides that make an experiment train `recipe` on `window`'s bars of `data_path`: one trial, no
-    evaluation (nothing is held out to evaluate on), the champion's searched values and seed, its iterations, one
-    checkpoint at the end, no ensemble (one trial is one member). An incremental champion's warm start and settings
-    are added by the caller, which fetches the checkpoint."""
+def data_overrides(data: dict[str, Any]) -> list[str]:
+    """--set overrides of env_config values that name a run's data (envs.retrain_data.RetrainData.cut): a path as
+    it is, a list of them as a YAML flow list."""
+    return [f"{ENV_CONFIG}{key}={value if isinstance(value, str) else json.dumps(value)}"
+            for key, value in data.items()]
+
+
+def recipe_overrides(recipe: Recipe, window: RefitWindow, data: dict[str, Any], name: str) -> list[str]:
+    """--set overrides that make an experiment train `recipe` on `window`'s bars of `data` (the env_config values
+    that name them): one trial, no evaluation (nothing is held out to evaluate on), the champion's searched values
+    and seed, its iterations, one checkpoint at the end, no ensemble (one trial is one member). An incremental
+    champion's warm start and settings are added by the caller, which fetches the checkpoint."""
     iterations = recipe.iterations
-    return [f"name={name}", f"{ENV_CONFIG}data_path={data_path}", "evaluation.protocol=null",
+    return [f"name={name}", *data_overrides(data), "evaluation.protocol=null",
             "evaluation.evaluation_interval=null", f"{ENV_CONFIG}protocol={json.dumps(window.protocol)}",
             *(f"{key}={value}" for key, value in recipe.searched.items()),
             f"tune.seeds=[{recipe.seed}]", "tune.num_samples=1", "tune.search_alg=random", "tune.scheduler.type=fifo",
@@ -123,10 +130,10 @@ def recipe_overrides(recipe: Recipe, window: RefitWindow, data_path: str, name: 
             "tune.plateau=null"]  # the champion's budget, whole: no validation curve to stop on
 
 
-def configuration_changes(logged: dict[str, str], now: dict[str, str]) -> list[str]:
+def configuration_changes(logged: dict[str, str], now: dict[str, str], data_keys: Iterable[str]) -> list[str]:
     """The configuration settings whose value in `now` (a refit's trial params, as they would be logged) differs from
-    `logged` (the champion's), as 'key logged -> now'. Keys only one side has (a setting added to the platform since)
-    are left out."""
-    keys = sorted(key for key in set(logged) & set(now)
-                  if key.startswith(CONFIGURATION) and not key.startswith(NOT_CONFIGURATION))
+    `logged` (the champion's), as 'key logged -> now'; the env_config's `data_keys` (where the bars are) are not
+    configuration. Keys only one side has (a setting added to the platform since) are left out."""
+    moved = (*NOT_CONFIGURATION, *(f"{ENV_CONFIG}{key}" for key in data_keys))
+    keys = sorted(key for key in set(logged) & set(now) if key.startswith(CONFIGURATION) and not key.startswith(moved))
     return [f"{key} {logged[key]} -> {now[key]}" for key in keys if logged[key] != now[key]]

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from rich.markup import escape
 
 from envs.errors import InputError
+from envs.retrain_data import RetrainData
 from experiments.api.options import RunOptions
 from experiments.api.refit_plan import (
     REFIT_ALIAS,
@@ -53,9 +53,10 @@ class RefitPlan:
         return (f"models:/{self.recipe.name}/{self.recipe.version}'s configuration ({self.recipe.describe()}) on "
                 f"{self.window.describe()}")
 
-    def overrides(self, data_path: str, warm_start: str | None = None) -> list[str]:
+    def overrides(self, data: dict[str, Any], warm_start: str | None = None) -> list[str]:
+        """`data`: the env_config values that name the bars it trains on."""
         start = [f"warm_start={warm_start}"] if warm_start else []
-        return [*recipe_overrides(self.recipe, self.window, data_path, self.recipe.name), *self.settings, *start]
+        return [*recipe_overrides(self.recipe, self.window, data, self.recipe.name), *self.settings, *start]
 
 
 def logged_params(exp: ExperimentConfig) -> dict[str, str]:
@@ -66,10 +67,10 @@ def logged_params(exp: ExperimentConfig) -> dict[str, str]:
 
 
 def plan_refit(client: Any, conf: Path, overrides: Sequence[str], exp: ExperimentConfig, champion: Any,
-               index: pd.DatetimeIndex, data_path: str, smoke_test: bool) -> RefitPlan:
-    """Everything a refit of `champion` (a model version) on the bars `index` of `data_path` needs, checked before
-    anything trains: its recipe, its window, the experiment with the refit's settings, and that those settings are
-    still the champion's (a changed file would refit another configuration than the one the gate judged)."""
+               data: RetrainData, smoke_test: bool) -> RefitPlan:
+    """Everything a refit of `champion` (a model version) on every bar of `data` needs, checked before anything
+    trains: its recipe, its window, the experiment with the refit's settings, and that those settings are still the
+    champion's (a changed file would refit another configuration than the one the gate judged)."""
     from experiments.api.preflight import load
 
     missing = [tag for tag in ("parent_run_id", "data_end") if tag not in champion.tags]
@@ -81,11 +82,11 @@ def plan_refit(client: Any, conf: Path, overrides: Sequence[str], exp: Experimen
     sweep = client.get_run(champion.tags["parent_run_id"])
     recipe = recipe_of(champion.name, str(champion.version), dict(champion.tags), dict(run.data.params),
                        dict(sweep.data.tags), exp.tune.search_space)
-    window = refit_window(index, recipe.protocol, recipe.fold, recipe.data_end, data_path)
+    window = refit_window(data.index, recipe.protocol, recipe.fold, recipe.data_end, data.label)
     incremental = exp.retrain.incremental.settings if recipe.warm_started_from else {}
     plan = RefitPlan(recipe, window, tuple(f"{key}={value}" for key, value in incremental.items()))
-    refit = load(conf, [*overrides, *plan.overrides(data_path)], smoke_test)
-    changed = configuration_changes(dict(run.data.params), logged_params(refit))
+    refit = load(conf, [*overrides, *plan.overrides(data.current)], smoke_test)
+    changed = configuration_changes(dict(run.data.params), logged_params(refit), data.current)
     if changed:
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
         raise InputError(f"{conf}: {changed[0]}{more} since models:/{champion.name}/{champion.version} was trained: a "
@@ -94,12 +95,14 @@ def plan_refit(client: Any, conf: Path, overrides: Sequence[str], exp: Experimen
     return plan
 
 
-def train_refit(plan: RefitPlan, conf: Path, overrides: Sequence[str], options: RunOptions, data_path: str,
+def train_refit(plan: RefitPlan, conf: Path, overrides: Sequence[str], options: RunOptions, data: dict[str, Any],
                 warm_start: str | None, client: Any, console: Any, run_group: str) -> str | None:
-    """Train `plan` on `data_path` (the bars it was planned on), register it and move the `refit` alias; the new
-    version, or None when the trial failed (said in one line; the registry is left as it was)."""
+    """Train `plan` on `data` (the env_config values that name a copy of the bars it was planned on), register it
+    and move the `refit` alias; the new version, or None when the trial failed (said in one line; the registry is
+    left as it was)."""
     import ray
 
+    from experiments.api.console_view import events_to_console
     from experiments.api.pipeline import silence_rllib_import_noise
     from experiments.api.preflight import preflight
     from experiments.plan.cluster import leftover_address_file, resolve_ray_target
@@ -107,8 +110,8 @@ def train_refit(plan: RefitPlan, conf: Path, overrides: Sequence[str], options: 
     from experiments.storage.filesystem import keep_credentials_out_of_ray
     from experiments.sweep.faults import bound_waits
 
-    checked = preflight(conf, [*overrides, *plan.overrides(data_path, warm_start)], options.smoke_test,
-                        options.storage, options.output, fetch=True, console=console, hardware=options.hardware)
+    checked = preflight(conf, [*overrides, *plan.overrides(data, warm_start)], options, events_to_console(console),
+                        fetch=True)
     target = resolve_ray_target(options.address, os.environ, leftover_address_file())
     console.print(escape(f"refit: {plan.describe()}"))
     silence_rllib_import_noise()
@@ -127,6 +130,7 @@ def _train_and_register(plan: RefitPlan, checked: Any, options: RunOptions, clie
                         run_group: str) -> str | None:
     import torch
 
+    from experiments.api.console_view import events_to_console
     from experiments.api.pipeline import run_user, trial_data, trial_params
     from experiments.plan.provenance import git_commit, machine_tags
     from experiments.records.exits import MLFLOW_FAILED, MLFLOW_FINISHED, MLFLOW_KILLED
@@ -156,7 +160,7 @@ def _train_and_register(plan: RefitPlan, checked: Any, options: RunOptions, clie
                                   trial_tags(exp.family.tag_keys), lambda trial: trial_data(exp.family, trial))
     tune_dir = storage.path(exp.name, "refit", f"{exp.name}-refit-{time.strftime('%Y%m%d-%H%M%S')}-{parent[:6]}")
     tuner = make_tuner(exp, checked.plan, checked.params, storage, tune_dir,
-                       [tracker, TrialProgress(console, checked.params.search_keys)])
+                       [tracker, TrialProgress(events_to_console(console), checked.params.search_keys)])
     status = MLFLOW_FAILED
     try:
         results, interrupted = fit(tuner, out_dir / "tune.log")
@@ -185,7 +189,7 @@ def _register(plan: RefitPlan, checked: Any, result: Any, run_id: str, parent: s
     """Register the trial's last checkpoint as a version of the champion's model, tag it, then move the alias."""
     from experiments.plan.provenance import git_commit
     from experiments.records.checkpoints import ScoredCheckpoint
-    from experiments.results.registry import model_meaning, name_for_meaning, register_policy
+    from experiments.results.registry import model_meaning, name_for_meaning, raw_inputs_reader, register_policy
     from experiments.results.trials import CheckpointReader
 
     exp, recipe, window = checked.exp, plan.recipe, plan.window
@@ -206,10 +210,8 @@ def _register(plan: RefitPlan, checked: Any, result: Any, run_id: str, parent: s
             "refit/first_bar": str(window.first_bar), "refit/last_bar": str(window.last_bar),
             "refit/bars": str(window.bars), "refit/iterations": str(recipe.iterations),
             "refit/warm_start": recipe.warm_started_from or "none", "verified": verified}
-    input_reader = exp.family.input_reader
-    inputs = exp.family.reader_class().for_env_config(env_config) if input_reader else None
-    uri = register_policy(exp.tracking_uri(), run_id, reader.numpy_policy(checkpoint, exp.spec.greedy), name,
-                          observations, tags, inputs, input_reader)
+    uri = register_policy(exp.tracking_uri(), run_id, reader.numpy_policy(checkpoint, exp.spec), name,
+                          observations, tags, raw_inputs_reader(exp.family, env_config), exp.family.env_id)
     version = uri.rsplit("/", 1)[-1]
     client.log_artifacts(parent, str(reader.whole(checkpoint)), "final_checkpoint")
     client.set_tag(parent, "refit_version", version)

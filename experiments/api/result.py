@@ -1,6 +1,6 @@
-"""What a run returns to Python: the verdict as data, the scored trials with their checkpoints, the registered
-models, the MLflow ids and the timings, so a notebook uses a run's result without parsing printed tables or
-searching MLflow. `experiments.run` prints the same run; its exit code is `RunResult.exit_code`."""
+"""What the API returns to Python: a dry run's `Plan`; for a run, the verdict as data, the scored trials with their
+checkpoints, the registered models, the MLflow ids and the timings, so a notebook uses a run's result without parsing
+printed tables or searching MLflow. `experiments.run` prints the same run; its exit code is `RunResult.exit_code`."""
 from __future__ import annotations
 
 import math
@@ -13,9 +13,26 @@ import pandas as pd
 from experiments.records.exits import ExitCode
 
 if TYPE_CHECKING:  # what a finished run holds; imported by the run that fills it, not by a dry run
+    from experiments.api.preflight import Checked
+    from experiments.plan.cluster import RayTarget
     from experiments.results.registry import Registered
     from experiments.results.scoring import GroupOutcome
     from experiments.results.verdict import Verdict
+
+
+@dataclass
+class Plan:
+    """What `--dry-run` prints: the checked experiment (its resolved file, hardware plan, search space and RLlib
+    param space) and the Ray cluster it would run on."""
+
+    checked: Checked
+    ray_target: RayTarget
+    lines: list[str]
+
+    @property
+    def experiment(self) -> dict:
+        """The resolved experiment file, as it will run."""
+        return self.checked.exp.model_dump(mode="json")
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """`api.retrain` (and `python -m experiments.retrain CONF`): a challenger from fresh bars, a forward test against
 the champion, a gate.
 
-1. The forward window is the newest `retrain.forward_bars` bars of the experiment's data. With a champion (the
+The data is the family's (`envs.abilities.Retrains`: one bars file for a single market, every file of a universe
+cut at one calendar time); the steps below are the same for every family that retrains.
+
+1. The forward window is the newest `retrain.forward_bars` bars of the data's calendar. With a champion (the
    version holding the `champion` alias), they must all come after the champion's data ended: neither model has
    trained or been selected on them; too few is refused with the number needed.
-2. The challenger trains on the data up to the forward window (a copy of the bars cut there, under --output):
+2. The challenger trains on the data up to the forward window (a copy cut there, in the run's storage):
    - `mode: incremental` warm-starts one trial from the champion's checkpoint (weights and optimizer state; the
      replay buffer starts empty) with the champion's searched values and seed, on the newest fold only, for
      `retrain.incremental.iterations` iterations;
@@ -12,11 +15,11 @@ the champion, a gate.
    Either way it is the experiment's own pipeline (`api.run`, in this process): tracked, scored, with its verdict,
    and registered as a new version of the same model, which the run's result names.
 3. Champion and challenger are replayed over the forward window as paper trading would (their served code:
-   bars in, decisions out), next to the baselines; the gate (experiments.results.promotion) decides, and the version is
-   tagged with its lineage and the gate's numbers before an alias moves. `--promote` overrides the gate and is
-   recorded. With no champion yet, the first challenger becomes one only if its verdict supports an edge over
-   every baseline; else nothing is promoted, said in one line, exit 0. A `--smoke-test` retrain never sets the
-   champion alias on its own (only `--promote` does), said in one line.
+   bars in, decisions out), next to the family's baselines; the gate (experiments.results.promotion) decides, and
+   the version is tagged with its lineage and the gate's numbers before an alias moves. `--promote` overrides the
+   gate and is recorded. With no champion yet, the first challenger becomes one only if its verdict supports an
+   edge over every baseline; else nothing is promoted, said in one line, exit 0. A `--smoke-test` retrain never
+   sets the champion alias on its own (only `--promote` does), said in one line.
 4. With `--refit` (or `retrain.refit: true`), the champion after the gate (the challenger if it was promoted, else
    the champion it kept) is refit: its configuration trained through the newest bar, nothing held out, registered
    as its own version under the `refit` alias (experiments/api/refitting.py), which serves. Everything the refit
@@ -38,9 +41,11 @@ from typing import Any
 import pandas as pd
 from rich.markup import escape
 
+from envs.abilities import Retrains, able
 from envs.errors import InputError, RunFault
+from envs.retrain_data import ForwardReport, RetrainData
 from experiments.api.options import RunOptions
-from experiments.api.refit_plan import REFIT_ALIAS
+from experiments.api.refit_plan import REFIT_ALIAS, data_overrides
 from experiments.api.refitting import RefitPlan, plan_refit, train_refit
 from experiments.api.result import RetrainResult, RunResult
 from experiments.records.exits import ExitCode
@@ -75,7 +80,8 @@ class RetrainOptions:
 def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, console: Any) -> RetrainResult:
     import mlflow
 
-    from envs.trading.data import load_bars
+    from envs import FAMILIES
+    from experiments.api.console_view import events_to_console
     from experiments.api.preflight import load
     from experiments.api.runs import run
     from experiments.results.registry import registered_name
@@ -83,33 +89,29 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
 
     run_options = options.run
     exp = load(conf, overrides, run_options.smoke_test)
-    settings, env_config = exp.retrain, exp.environment.env_config
-    if not exp.family.retrain:
-        raise InputError(f"{conf}: {exp.environment.env} has no retrain: a retrain forward-tests champion and "
-                         "challenger on the newest bars of the one file it trained on (envs.EnvFamily.retrain), "
-                         "which this family's models do not have; score a CI history's model on new data with "
-                         "python -m experiments.transfer, a portfolio model on another universe or period with "
-                         "python -m experiments.studies.portfolio_zero_shot (and paper-trade it with python -m "
-                         "experiments.paper)")
+    settings, env_config, family = exp.retrain, exp.environment.env_config, exp.family
+    if not isinstance(family, Retrains):
+        raise InputError(f"{conf}: {exp.environment.env} has no retrain (envs.abilities.Retrains: "
+                         f"{', '.join(able(Retrains, FAMILIES))} have one): a retrain forward-tests champion and "
+                         "challenger on the newest data of a file that grows; score this family's model on new data "
+                         "with python -m experiments.transfer")
     if options.mode not in (None, "incremental", "full"):
         raise InputError(f"retrain mode {options.mode!r}: use incremental or full")
     clashing = [flag for flag, given in (("--mode", options.mode), ("--promote", options.promote),
                                          ("--no-refit", options.refit is False)) if given]
     if options.refit_only and clashing:
         raise InputError(f"--refit-only trains no challenger and refits the champion: leave out {', '.join(clashing)}")
-    # The challenger's sweep runs with --set name=<the experiment's>, so --set data_path does not rename the model.
-    name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test,
-                              exp.family.data_keys)
+    # The challenger's sweep runs with --set name=<the experiment's>, so the --set of its cut data does not rename
+    # the model.
+    name, _ = registered_name(exp.name, [*exp.overridden, "name"], env_config, None, exp.smoke_test, family.data_keys)
     client = make_client(exp.tracking_uri())
     mlflow.set_tracking_uri(exp.tracking_uri())
     champion = champion_of(client, name)
-    data_path = env_config.get("data_path")
-    if not data_path:
-        raise InputError(f"{conf}: environment.env_config.data_path: retraining appends to a dataset file; "
-                         "name one (python -m experiments.data update PATH appends bars to it)")
-    bars = load_bars(data_path)
+    data = family.retrain_data(env_config, str(conf))
+    for note in data.notes:
+        console.print(note, markup=False)
     if options.refit_only:
-        return refit_alone(client, conf, overrides, exp, name, champion, bars, data_path, options, console)
+        return refit_alone(client, conf, overrides, exp, name, champion, data, options, console)
     refit = settings.refit if options.refit is None else options.refit
     mode = options.mode or settings.mode
     if champion is None and mode == "incremental":
@@ -117,15 +119,16 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
                       markup=False)
         mode = "full"
     # Checked before the challenger trains: a refit that would be refused refuses the whole retrain.
-    planned = plan_refit(client, conf, overrides, exp, champion, bars.index, data_path, exp.smoke_test) if (
+    planned = plan_refit(client, conf, overrides, exp, champion, data, exp.smoke_test) if (
         refit and champion is not None) else None
-    forward = forward_rows(bars, settings.forward_bars, champion, data_path)
-    console.print(f"forward window: {bars.index[forward.start]} .. {bars.index[forward.stop - 1]} "
+    forward = data.forward_rows(settings.forward_bars, champion.tags if champion else None)
+    index = data.index
+    console.print(f"forward window: {index[forward.start]} .. {index[forward.stop - 1]} "
                   f"({len(forward)} bars, not trained or selected on by either model)", markup=False)
     result = RetrainResult(ExitCode.OK, champion_version=str(champion.version) if champion else None)
     if refit:
         console.print(f"refit after the gate: {planned.describe()}; the challenger's instead if it is promoted"
-                      if planned else f"refit after the gate: the champion's configuration through {bars.index[-1]}, "
+                      if planned else f"refit after the gate: the champion's configuration through {index[-1]}, "
                                       "if this retrain makes one", markup=False)
     if options.check_only:
         return result
@@ -134,16 +137,17 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
     output = run_options.output
     storage = resolve_storage(run_options.storage, exp.storage, output.resolve(), str(conf))
     folder = (exp.name, "retrain")
-    train_path = cut_copy(bars, forward.start, storage, folder, output / exp.name / "retrain")
+    train = data.cut(forward.start, storage, folder, output / exp.name / "retrain")
     group = f"retrain-{uuid.uuid4().hex[:8]}"
     # The user's --set first: the cut data and the model's name must win over them.
-    challenger_sets = [*overrides, f"name={exp.name}", f"environment.env_config.data_path={train_path}"]
+    challenger_sets = [*overrides, f"name={exp.name}", *data_overrides(train)]
     if mode == "incremental":
         challenger_sets += warm_start_overrides(client, exp, champion, storage, folder, output / exp.name / "retrain",
                                                 console)
-    console.print(f"challenger: {mode} retrain on the bars up to {bars.index[forward.start - 1]}", markup=False)
+    console.print(f"challenger: {mode} retrain on the bars up to {index[forward.start - 1]}", markup=False)
     try:
-        challenger_run = run(conf, challenger_sets, run_options.but(run_group=group), console)
+        challenger_run = run(conf, challenger_sets, run_options.but(run_group=group),
+                             on_event=events_to_console(console))
     except (InputError, RunFault) as error:  # its one line, then what it means for the retrain
         challenger_run = RunResult(exp.name, ended_by(error))
     result.challenger, result.exit_code = challenger_run, challenger_run.exit_code
@@ -157,10 +161,10 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
         return result
     challenger = client.get_model_version(registered[0].name, registered[0].version)
     result.challenger_version = str(challenger.version)
-    decision, result.forward = decide(client, name, challenger, champion, bars, forward, exp, options.promote,
+    decision, result.forward = decide(client, name, challenger, champion, data, forward, exp, options.promote,
                                       console)
     lineage = {"parent_version": str(champion.version) if champion else "none", "retrain/mode": mode,
-               "forward_start": str(bars.index[forward.start]), "forward_end": str(bars.index[forward.stop - 1])}
+               "forward_start": str(index[forward.start]), "forward_end": str(index[forward.stop - 1])}
     alias = record(client, name, challenger.version, decision, lineage)
     result.promoted, result.decision = alias == CHAMPION, decision.reason
     console.print(escape(f"models:/{name}/{challenger.version} -> @{alias}: {decision.reason}"))
@@ -172,8 +176,8 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
         try:
             if alias == CHAMPION:  # read again: its lineage tags (an incremental one's warm start) are written now
                 planned = plan_refit(client, conf, overrides, exp, client.get_model_version(name, challenger.version),
-                                     bars.index, data_path, exp.smoke_test)
-            result.refit_version = run_refit(client, conf, overrides, exp, planned, bars, options, console, group)
+                                     data, exp.smoke_test)
+            result.refit_version = run_refit(client, conf, overrides, exp, planned, data, options, console, group)
         except (InputError, RunFault) as error:  # the gate's outcome stands; the refit's one line says why not
             ended_by(error)
         result.exit_code = result.exit_code if result.refit_version else ExitCode.PARTIAL
@@ -183,43 +187,43 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
 
 
 def refit_alone(client: Any, conf: Path, overrides: Sequence[str], exp: Any, name: str, champion: Any | None,
-                bars: pd.DataFrame, data_path: str, options: RetrainOptions, console: Any) -> RetrainResult:
+                data: RetrainData, options: RetrainOptions, console: Any) -> RetrainResult:
     """--refit-only: the champion refit through the newest bar with no challenger; nothing when the `refit` alias
     already holds that refit."""
     if champion is None:
         raise InputError(f"models:/{name}@champion does not exist: --refit-only refits the champion; make one with "
                          "python -m experiments.retrain CONF --refit (--promote forces it)")
     result = RetrainResult(ExitCode.OK, champion_version=str(champion.version))
-    done = current_refit(client, champion.name)
+    done, newest = current_refit(client, champion.name), data.index[-1]
     if (done is not None and done.tags.get("refit_of") == str(champion.version)
-            and done.tags.get("refit/last_bar") == str(bars.index[-1])):
+            and done.tags.get("refit/last_bar") == str(newest)):
         console.print(f"nothing to refit: models:/{champion.name}/{done.version} (@{REFIT_ALIAS}) refits version "
-                      f"{champion.version} through {bars.index[-1]}, the newest bar", markup=False)
+                      f"{champion.version} through {newest}, the newest bar", markup=False)
         result.refit_version = str(done.version)
         return result
-    planned = plan_refit(client, conf, overrides, exp, champion, bars.index, data_path, exp.smoke_test)
+    planned = plan_refit(client, conf, overrides, exp, champion, data, exp.smoke_test)
     if options.check_only:
         console.print(f"refit: {planned.describe()}", markup=False)
         return result
-    result.refit_version = run_refit(client, conf, overrides, exp, planned, bars, options, console,
+    result.refit_version = run_refit(client, conf, overrides, exp, planned, data, options, console,
                                      f"refit-{uuid.uuid4().hex[:8]}")
     result.exit_code = ExitCode.OK if result.refit_version else ExitCode.FAILED
     return result
 
 
-def run_refit(client: Any, conf: Path, overrides: Sequence[str], exp: Any, planned: RefitPlan, bars: pd.DataFrame,
+def run_refit(client: Any, conf: Path, overrides: Sequence[str], exp: Any, planned: RefitPlan, data: RetrainData,
               options: RetrainOptions, console: Any, group: str) -> str | None:
-    """Train and register `planned` on a copy of `bars` (all of them, kept in the storage as the challenger's cut
+    """Train and register `planned` on a copy of `data` (all of it, kept in the storage as the challenger's cut
     is); an incremental champion's refit starts from the checkpoint the champion started from."""
     run_options = options.run
     storage = resolve_storage(run_options.storage, exp.storage, run_options.output.resolve(), str(conf))
     folder, local = (exp.name, "retrain"), run_options.output / exp.name / "retrain"
-    data = cut_copy(bars, len(bars), storage, folder, local)
+    whole = data.cut(len(data.index), storage, folder, local)
     warm_start = None
     if planned.recipe.warm_started_from:
         source = client.get_model_version(planned.recipe.name, planned.recipe.warm_started_from)
         warm_start = version_checkpoint(client, source, storage, folder, local)
-    return train_refit(planned, conf, overrides, run_options, data, warm_start, client, console, group)
+    return train_refit(planned, conf, overrides, run_options, whole, warm_start, client, console, group)
 
 
 def current_refit(client: Any, name: str) -> Any | None:
@@ -242,49 +246,6 @@ def retire_stale_refit(client: Any, name: str, champion: str, console: Any) -> N
     console.print(f"models:/{name}@{REFIT_ALIAS} removed: version {stale.version} refits version "
                   f"{stale.tags.get('refit_of')}, no longer the champion; serve @champion until its refit "
                   f"(python -m experiments.retrain CONF --refit-only)", markup=False)
-
-
-def forward_rows(bars: pd.DataFrame, forward_bars: int, champion: Any | None, data_path: str) -> range:
-    """The newest `forward_bars` rows, all after the bars the champion trained on and was promoted on (its own forward
-    window); InputError naming how many are needed."""
-    if len(bars) <= forward_bars:
-        raise InputError(f"{data_path}: {len(bars)} bars cannot hold a forward window of retrain.forward_bars "
-                         f"{forward_bars} and data to train on: append bars, or lower retrain.forward_bars")
-    rows = range(len(bars) - forward_bars, len(bars))
-    if champion is not None:
-        seen = "forward_end" if "forward_end" in champion.tags else "data_end"
-        end = pd.Timestamp(champion.tags.get(seen, bars.index[-1]))
-        fresh = int((bars.index > end).sum())
-        if fresh < forward_bars:
-            what = "the window it was promoted on" if seen == "forward_end" else "its data"
-            raise InputError(f"{data_path}: the forward test needs {forward_bars} bars after the champion's data ended "
-                             f"({end}, the end of {what}); the data has {fresh}: append bars with "
-                             "python -m experiments.data update "
-                             f"{data_path} --from FILE, or lower retrain.forward_bars")
-    return rows
-
-
-def cut_copy(bars: pd.DataFrame, stop: int, storage: Any, folder: tuple[str, ...], local: Path) -> str:
-    """The bars before row `stop`, as a dataset the challenger trains on, in the storage (written whole: a local
-    file renamed into place, one PUT on S3; reused if present); its path or s3:// URI."""
-    from envs.trading.calendar import ALL_WEEK
-    from envs.trading.data import save_bars
-
-    part = bars.iloc[:stop]
-    name = (f"{bars.attrs.get('symbol', 'bars')}_{bars.attrs.get('timeframe', '')}"
-            f"_to_{part.index[-1]:%Y%m%dT%H%M}.parquet")
-    path = local / name
-    if not path.exists():
-        local.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        save_bars(part, temporary, bars.attrs.get("symbol", ""), bars.attrs.get("timeframe", ""),
-                  gaps=bars.attrs.get("gaps", "ffill"), calendar=bars.attrs.get("calendar", ALL_WEEK))
-        temporary.replace(path)
-    if storage.is_local:
-        return str(path.resolve())
-    with storage.filesystem.open_output_stream(storage.path(*folder, name)) as stream:
-        stream.write(path.read_bytes())
-    return storage.uri_of(*folder, name)
 
 
 def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, folder: tuple[str, ...], local: Path,
@@ -329,22 +290,20 @@ def version_checkpoint(client: Any, version: Any, storage: Any, folder: tuple[st
     return storage.uri_of(*folder, f"champion-v{version.version}")
 
 
-def decide(client: Any, name: str, challenger: Any, champion: Any | None, bars: pd.DataFrame, forward: range,
+def decide(client: Any, name: str, challenger: Any, champion: Any | None, data: RetrainData, forward: range,
            exp: Any, force: bool, console: Any) -> tuple[Decision, pd.DataFrame]:
     """Forward-test and judge the challenger (or, with no champion, read its verdict); and the forward table."""
     import mlflow
 
-    from envs.trading.forward_test import forward_test
-
-    policies = {"challenger": _decider(mlflow.pyfunc.load_model(f"models:/{name}/{challenger.version}"))}
+    models = {"challenger": mlflow.pyfunc.load_model(f"models:/{name}/{challenger.version}")}
     if champion is not None:
-        policies["champion"] = _decider(mlflow.pyfunc.load_model(f"models:/{name}/{champion.version}"))
-    report = forward_test(policies, bars, forward)
+        models["champion"] = mlflow.pyfunc.load_model(f"models:/{name}/{champion.version}")
+    report = data.forward_test(models, forward)
     return _judged(client, name, challenger, champion, report, exp, force, console), report.table
 
 
-def _judged(client: Any, name: str, challenger: Any, champion: Any | None, report: Any, exp: Any, force: bool,
-            console: Any) -> Decision:
+def _judged(client: Any, name: str, challenger: Any, champion: Any | None, report: ForwardReport, exp: Any,
+            force: bool, console: Any) -> Decision:
     """The gate's decision on the forward test's `report`, printed with its table."""
     console.print(f"forward test {report.window}: each model's served code, the backtest's costs", markup=False)
     console.print(report.table[["total_return", "sharpe", "max_drawdown", "trades"]].round(4).to_string(),
@@ -382,12 +341,4 @@ def smoke_held(decision: Decision, smoke_test: bool, force: bool) -> Decision:
         return Decision(True, f"forced with --promote ({held}; {decision.reason})", decision.numbers, forced=True)
     return Decision(False, f"not promoted: {held} (--promote does, recorded); the gate alone would have said: "
                            f"{decision.reason}", decision.numbers)
-
-
-def _decider(model: Any) -> tuple[Any, Any]:
-    """A pyfunc policy model's bar reader and its decisions as `envs.trading.paper.Decide`."""
-    def decide(bars: pd.DataFrame, held: float) -> float:
-        return float(model.predict(bars.assign(position=held))["target_position"].iloc[0])
-
-    return model.unwrap_python_model().inputs, decide
 

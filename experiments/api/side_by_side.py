@@ -11,12 +11,14 @@ one Ray cluster (one dashboard) and runs each experiment in its own process (exp
 * one process per experiment isolates failures: an experiment that crashes or is killed (out of memory) is
   reported, its MLflow runs are closed as FAILED, the others go on, and the exit code says the run was
   partial (3);
-* the children write their progress to status files (experiments/sweep/run_status.py) and this process draws one
-  table of every experiment's trials; each child's full output is in `<output>/<listing>/<time>/<name>.log`.
+* the children write their progress to status files (experiments/sweep/run_status.py), and this process reports
+  every experiment's trials from them (`ListingProgress` events: `experiments.run` draws one table); each child's
+  full output is in `<output>/<listing>/<time>/<name>.log`.
+
+Like `api.run`, it prints nothing: its plan, progress and report are events for `on_event`.
 """
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess
@@ -27,13 +29,11 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from rich.console import Console
-from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
 from envs.errors import InputError
 from experiments.api.child_process import start
+from experiments.api.events import ChildProgress, EventConsole, Frame, ListingProgress, OnEvent, Table, ignore
 from experiments.api.options import RunOptions, RunRequest
 from experiments.api.preflight import Checked, load, preflight
 from experiments.config.listing import Listing, read_listing
@@ -42,8 +42,8 @@ from experiments.hardware.plan import duration
 from experiments.plan.cluster import leftover_address_file, resolve_ray_target
 from experiments.plan.placement import Share, share_machine
 from experiments.records.exits import ExitCode
+from experiments.records.run_events import Line
 from experiments.shell import python_command
-from experiments.sweep.progress import COLUMNS, PIPED_INTERVAL_S
 from experiments.sweep.run_status import read_status
 
 POLL_S = 1.0
@@ -78,6 +78,9 @@ class Child:
             return "done"
         return f"failed (exit {code})" if code > 0 else f"killed (signal {-code})"
 
+    def progress(self) -> ChildProgress:
+        return ChildProgress(self.name, self.phase(), tuple(self.status.get("rows") or ()))
+
 
 def refuse_single_run_flags(request: RunRequest) -> None:
     """Flags that belong to one experiment, not to a listing."""
@@ -105,7 +108,7 @@ def concurrency_override(conf: Path, overrides: list[str], smoke_test: bool, sha
 
 
 def check_all(listing: Listing, preset: HardwarePreset, reason: str, request: RunRequest, dry_run: bool,
-              console: Console) -> list[Child]:
+              on_event: OnEvent) -> list[Child]:
     """Every listed experiment checked with its share of `preset`'s machine; names must differ (they name the
     storage folders and MLflow experiments)."""
     shares = share_machine(preset, len(listing.entries))
@@ -114,8 +117,7 @@ def check_all(listing: Listing, preset: HardwarePreset, reason: str, request: Ru
     for index, (entry, share) in enumerate(zip(listing.entries, shares, strict=True)):
         overrides = [*entry.overrides, *concurrency_override(entry.path, list(entry.overrides), options.smoke_test,
                                                              share)]
-        checked = preflight(entry.path, overrides, options.smoke_test, options.storage, options.output,
-                            fetch=not dry_run, console=console,
+        checked = preflight(entry.path, overrides, options, on_event, fetch=not dry_run,
                             preset=(share.preset, f"{reason}: agent {index + 1} of {len(shares)} on {preset.name}"))
         if checked.exp.name in seen:
             raise InputError(f"{request.conf}: {entry.path.name} and {seen[checked.exp.name]} both run experiment "
@@ -125,45 +127,44 @@ def check_all(listing: Listing, preset: HardwarePreset, reason: str, request: Ru
     return children
 
 
-def print_placement(console: Console, listing: Listing, children: list[Child], preset_name: str,
-                    price: float | None) -> None:
+def placement(listing: Listing, children: list[Child], preset_name: str, price: float | None) -> list[Table | Line]:
     """Who gets which part of the machine, and the time/cost estimate of the whole run (they run at once)."""
-    table = Table(title=escape(f"{listing.name}: {len(children)} experiments side by side on {preset_name}"))
-    for column in ("experiment", "algorithm on env", "trials", "share of the machine", "at once", "estimate"):
-        table.add_column(column, justify="right" if column in ("trials", "at once", "estimate") else "left")
-    for child in children:
-        exp, plan = child.checked.exp, child.checked.plan
-        table.add_row(escape(exp.name), escape(f"{exp.algorithm} on {exp.environment.env}"), str(exp.num_trials()),
-                      escape(child.share.describe()), str(plan.max_concurrent_trials),
-                      child.checked.estimate.short())
-    console.print(table)
+    rows = tuple((child.name, f"{child.checked.exp.algorithm} on {child.checked.exp.environment.env}",
+                  str(child.checked.exp.num_trials()), child.share.describe(),
+                  str(child.checked.plan.max_concurrent_trials), child.checked.estimate.short()) for child in children)
+    table = Table(f"{listing.name}: {len(children)} experiments side by side on {preset_name}",
+                  ("experiment", "algorithm on env", "trials", "share of the machine", "at once", "estimate"), rows,
+                  right=("trials", "at once", "estimate"))
     hours = max(child.checked.estimate.hours for child in children)
     cost = f", ${hours * price:,.2f}" if price is not None else ", cost unknown (no price in the preset)"
-    console.print(f"estimate: {duration(hours * 3600)} for the longest experiment (they run at the same time){cost}",
-                  markup=False, highlight=False)
+    return [table, Line(f"estimate: {duration(hours * 3600)} for the longest experiment (they run at the same "
+                        f"time){cost}")]
 
 
-def run_listing(request: RunRequest, console: Console, dry_run: bool = False) -> ExitCode:
+def run_listing(request: RunRequest, on_event: OnEvent | None = None, dry_run: bool = False) -> ExitCode:
     """Check every listed experiment, then (unless `dry_run`) train them side by side; returns the exit code."""
+    on_event = on_event or ignore
     refuse_single_run_flags(request)
     options = request.options
     listing = read_listing(request.conf)
     ray_target = resolve_ray_target(options.address, os.environ, leftover_address_file())
     preset, reason = select_preset(options.hardware, os.environ, listing.hardware)
-    children = check_all(listing, preset, reason, request, dry_run, console)
-    print_placement(console, listing, children, preset.name, preset.price_per_hour_usd)
+    children = check_all(listing, preset, reason, request, dry_run, on_event)
+    for event in placement(listing, children, preset.name, preset.price_per_hour_usd):
+        on_event(event)
     if dry_run:
         for child in children:
-            console.print(f"[bold]{escape(child.name)}[/bold] ({escape(str(child.checked.exp.num_trials()))} trial(s))")
+            on_event(Line(f"[bold]{escape(child.name)}[/bold] ({child.checked.exp.num_trials()} trial(s))",
+                          markup=True, highlight=True))
             for line in child.checked.lines:
-                console.print(f"  {line}", markup=False, highlight=False)
-        console.print(f"ray: {ray_target.note or 'a local Ray'}", markup=False, highlight=False)
+                on_event(Line(f"  {line}"))
+        on_event(Line(f"ray: {ray_target.note or 'a local Ray'}"))
         return ExitCode.OK
-    return train_side_by_side(listing, children, ray_target, options, console)
+    return train_side_by_side(listing, children, ray_target, options, on_event)
 
 
 def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any, options: RunOptions,
-                       console: Console) -> ExitCode:
+                       on_event: OnEvent) -> ExitCode:
     import ray
 
     from experiments.plan.local_ray import start_ray
@@ -175,15 +176,15 @@ def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any,
     for child in children:  # one process creates the MLflow stores and experiments, so no child races another
         uri = child.checked.exp.tracking_uri()
         open_experiment(make_client(uri), child.checked.exp.tracking.experiment_name or child.name, uri)
-    started = start_ray(ray_target, options.local_ray(), console)
+    started = start_ray(ray_target, options.local_ray(), EventConsole(on_event))
     address = ray.get_runtime_context().gcs_address if started else ray_target.address
     interrupted = False
     try:
         for child in children:
             start_child(child, folder, address, group, options)
-        console.print(f"{len(children)} experiments started; their runs carry the MLflow tag run_group={group}; "
-                      f"logs in {folder}", markup=False, highlight=False)
-        interrupted = watch(children, console)
+        on_event(Line(f"{len(children)} experiments started; their runs carry the MLflow tag run_group={group}; "
+                      f"logs in {folder}"))
+        interrupted = watch(children, on_event)
     finally:
         for child in children:
             if child.process is not None and child.process.poll() is None:
@@ -193,7 +194,7 @@ def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any,
     for child in children:
         child.status = read_status(child.status_path)
         close_runs_of_dead_child(child)
-    report(children, console)
+    report(children, on_event)
     return exit_code(children, interrupted)
 
 
@@ -210,81 +211,28 @@ def start_child(child: Child, folder: Path, address: str, group: str, options: R
         child.process = start(child.path, child.overrides, child_options, log)
 
 
-def watch(children: list[Child], console: Console) -> bool:
-    """Draw one table of every experiment's trials until all have ended; True when the user interrupted.
-    Ctrl-C in the terminal reaches the children too (they stop their sweeps and save them); this process
-    then waits for them."""
-    piped = _PipedReport(console)
-    live = Live(_table(children), console=console, refresh_per_second=2) if console.is_terminal else None
-    interrupted = False
-    if live is not None:
-        live.start()
-    try:
-        while any(child.returncode is None for child in children):
-            try:
-                time.sleep(POLL_S)
-            except KeyboardInterrupt:
-                interrupted = True
-                for child in children:  # a Ctrl-C sent to this process alone (kill -INT) reaches them too
-                    if child.returncode is None:
-                        child.process.send_signal(signal.SIGINT)
-            for child in children:
-                child.status = read_status(child.status_path) or child.status
-            if live is not None:
-                live.update(_table(children))
-            else:
-                piped.update(children)
-    finally:
-        if live is not None:
-            live.stop()
-    if live is None:
-        console.print(_table(children))
-    return interrupted
+def watch(children: list[Child], on_event: OnEvent) -> bool:
+    """Report every experiment's trials until all have ended; True when the user interrupted. Ctrl-C in the
+    terminal reaches the children too (they stop their sweeps and save them); this process then waits for them."""
+    started, interrupted = time.monotonic(), False
 
+    def progress(stage: str) -> ListingProgress:
+        return ListingProgress(stage, tuple(child.progress() for child in children), time.monotonic() - started)
 
-def _table(children: list[Child]) -> Table:
-    table = Table(title="experiments side by side", expand=False)
-    for column in ("experiment", "phase", *COLUMNS):
-        table.add_column(column, justify="left" if column in ("experiment", "phase", "trial", "status", "params")
-                         else "right", no_wrap=column in ("experiment", "trial"))
-    for child in children:
-        rows = child.status.get("rows") or [{}]
-        for index, row in enumerate(rows):
-            head = (escape(child.name), escape(child.phase())) if index == 0 else ("", "")
-            table.add_row(*head, *(escape(row.get(column, "")) for column in COLUMNS))
-    return table
-
-
-class _PipedReport:
-    """Piped output: a line when an experiment's phase or a trial's status changes, and each experiment's
-    latest numbers at most every PIPED_INTERVAL_S."""
-
-    def __init__(self, console: Console) -> None:
-        self.console, self.started = console, time.monotonic()
-        self.seen: dict[tuple[str, str], str] = {}
-        self.last_numbers = -math.inf
-
-    def _say(self, text: str) -> None:
-        minutes, seconds = divmod(int(time.monotonic() - self.started), 60)
-        self.console.print(f"[{minutes:02d}:{seconds:02d}] {text}", markup=False, highlight=False)
-
-    def update(self, children: list[Child]) -> None:
-        periodic = time.monotonic() - self.last_numbers >= PIPED_INTERVAL_S
+    on_event(progress("start"))
+    while any(child.returncode is None for child in children):
+        try:
+            time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            interrupted = True
+            for child in children:  # a Ctrl-C sent to this process alone (kill -INT) reaches them too
+                if child.returncode is None:
+                    child.process.send_signal(signal.SIGINT)
         for child in children:
-            if self.seen.get((child.name, "")) != child.phase():
-                self.seen[(child.name, "")] = child.phase()
-                self._say(f"{child.name}: {child.phase()}")
-            for row in child.status.get("rows", []):
-                key = (child.name, row.get("trial", ""))
-                if self.seen.get(key) != row.get("status"):
-                    self.seen[key] = row.get("status", "")
-                    params = f" ({row['params']})" if row.get("params") else ""
-                    self._say(f"{child.name}: trial {key[1]}{params} {row.get('status', '').lower()}")
-                elif periodic and row.get("status") == "RUNNING":
-                    numbers = ", ".join(f"{c} {row[c]}" for c in COLUMNS[3:] if row.get(c))
-                    self._say(f"{child.name}: trial {key[1]} training: {numbers}")
-        if periodic:
-            self.last_numbers = time.monotonic()
+            child.status = read_status(child.status_path) or child.status
+        on_event(progress("poll"))
+    on_event(progress("end"))
+    return interrupted
 
 
 def close_runs_of_dead_child(child: Child) -> None:
@@ -300,31 +248,25 @@ def close_runs_of_dead_child(child: Child) -> None:
         client.set_terminated(run_id, status="FAILED")
 
 
-def report(children: list[Child], console: Console) -> None:
+def report(children: list[Child], on_event: OnEvent) -> None:
     """How each experiment ended, its MLflow run and log, then each one's out-of-sample evaluation."""
-    table = Table(title="how each experiment ended")
-    for column in ("experiment", "ended", "MLflow run", "log"):
-        table.add_column(column)
-    for child in children:
-        table.add_row(escape(child.name), escape(child.phase()), escape(child.status.get("parent_run_id", "-")),
-                      escape(str(child.log)))
-    console.print(table)
-    from experiments.results.printing import print_frame
-
+    on_event(Table("how each experiment ended", ("experiment", "ended", "MLflow run", "log"),
+                   tuple((child.name, child.phase(), child.status.get("parent_run_id", "-"), str(child.log))
+                         for child in children)))
     for child in children:
         for path in child.status.get("evaluations", []):
-            print_frame(console, pd.read_csv(path, index_col=0), f"{child.name}: {Path(path).parent.name} "
-                        "(out of sample)", first_column="strategy")
+            on_event(Frame(pd.read_csv(path, index_col=0), f"{child.name}: {Path(path).parent.name} (out of sample)",
+                           "strategy"))
         for path in child.status.get("verdicts", []):
-            console.print(f"{child.name}: " + Path(path).read_text().strip().replace("\n", "\n  "), markup=False,
-                          highlight=False)
+            on_event(Line(f"{child.name}: " + Path(path).read_text().strip().replace("\n", "\n  ")))
         if child.returncode not in (0, None):
-            console.print(f"{child.name} failed; its output: {child.log} (rerun it alone: {python_command()} -m "
-                          f"experiments.run {child.path})", markup=False, highlight=False)
-    print_ui_commands(children, console)
+            on_event(Line(f"{child.name} failed; its output: {child.log} (rerun it alone: {python_command()} -m "
+                          f"experiments.run {child.path})"))
+    for line in ui_commands(children):
+        on_event(Line(line))
 
 
-def print_ui_commands(children: list[Child], console: Console) -> None:
+def ui_commands(children: list[Child]) -> list[str]:
     """The MLflow UI command for the runs, per tracking store (each experiment's page), as a single run ends."""
     from experiments.tracking.runs import ui_lines
 
@@ -334,9 +276,7 @@ def print_ui_commands(children: list[Child], console: Console) -> None:
         if status.get("parent_run_id") and status.get("experiment_id") and status.get("tracking_uri"):
             stores.setdefault(status["tracking_uri"], []).append(
                 (f"{child.name}: MLflow run {status['parent_run_id']}", status["experiment_id"]))
-    for uri, runs in stores.items():
-        for line in ui_lines(uri, runs):
-            console.print(line, markup=False, highlight=False)
+    return [line for uri, runs in stores.items() for line in ui_lines(uri, runs)]
 
 
 def exit_code(children: list[Child], interrupted: bool) -> ExitCode:

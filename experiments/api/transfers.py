@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from envs.abilities import Transfers, able
 from envs.errors import InputError
 from experiments.shell import terminal_console
 from experiments.tracking.store import default_tracking_uri
@@ -25,7 +26,7 @@ def transfer(model_uri: str, histories: list[str], online: bool = True, output: 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
     import envs
-    from algos.online_comparator import online_learners
+    from algos.families.testprio_online import online_learners
     from experiments.results.promotion import resolve_version
     from experiments.tracking.runs import make_client
 
@@ -37,15 +38,15 @@ def transfer(model_uri: str, histories: list[str], online: bool = True, output: 
     mlflow.set_tracking_uri(tracking_uri)  # where models:/ URIs resolve
     version = resolve_version(client, model_uri)
     family = envs.family(version.tags.get("env", ""))
-    score = family.transfer_function()
-    if score is None:
+    if not isinstance(family, Transfers):
         raise InputError(f"{model_uri}: its env ({family.env_id or 'unknown'}) has no scoring on other data "
-                         "(envs.EnvFamily.transfer): only the execution agent's models can be scored this way")
+                         f"(envs.abilities.Transfers): only models of {', '.join(able(Transfers, envs.FAMILIES))} "
+                         "can be scored this way")
     model = mlflow.pyfunc.load_model(f"models:/{version.name}/{version.version}").unwrap_python_model()
     learners = online_learners(model.policy) if online else {}
     console = terminal_console()
     for path in histories:
-        report = score(model.policy, model.inputs, path, learners)
+        report = family.transfer(model.policy, model.inputs, path, learners)
         console.print(f"\n{version.name} version {version.version} on {path}", markup=False)
         console.print(report.table.to_string(float_format=lambda x: f"{x:.4f}"), markup=False)
         for note in report.notes:

@@ -8,7 +8,7 @@ both see the same machine and the same load):
 - `env`:      steps/s of `trading/Spot-v0` vs gym-anytrading's StocksEnv on the same BTC bars
               (single env, and 8 envs in gymnasium's SyncVectorEnv),
 - `train`:    env steps/s of DQN training on the platform's CPU preset (experiments.config.experiment ->
-              experiments.hardware -> algos.dqn -> `.build_algo().train()`) vs Stable-Baselines3 DQN
+              experiments.hardware -> algos.dqn.algorithm -> `.build_algo().train()`) vs Stable-Baselines3 DQN
               with the same network, batch size and replay ratio, for the same step budget; and SAC
               (conf/sac_btc.yaml, FastSAC) vs SB3's SAC with RLlib's Q network, the same settings,
 - `solve`:    wall time until CartPole-v1 greedy evaluation return >= 475 with conf/dqn_cartpole.yaml

@@ -1,4 +1,7 @@
-"""CLI: `python -m experiments.benchmark [reference|env|train|solve|tracking|cli|all ...] [--steps N] [--quick]`."""
+"""CLI: `python -m experiments.benchmark [reference|env|train|solve|tracking|cli|all ...] [--steps N] [--quick]`.
+
+A thin shell over `run_benchmarks` (experiments/benchmark/runner.py; the benchmarks call the API, so they are not in
+it): it prints each sub-benchmark's table as it ends."""
 from __future__ import annotations
 
 import argparse
@@ -7,19 +10,18 @@ import os
 import sys
 from pathlib import Path
 
-from experiments.benchmark import common
-from experiments.benchmark.common import BENCHMARKS, Budget, PeerMissing
-from experiments.records.exits import ExitCode
+from rich.console import Console
+
+import experiments.benchmark as package
+from experiments.benchmark.runner import BenchmarkEvent, BenchmarkOptions, Measured, run_benchmarks
 from experiments.shell import exit_code
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    import experiments.benchmark as package
-
     parser = argparse.ArgumentParser(prog="python -m experiments.benchmark", description=package.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", default=["all"], metavar="NAME",
-                        help=f"sub-benchmarks to run: {', '.join(BENCHMARKS)} or all (default: all)")
+                        help=f"sub-benchmarks to run: {', '.join(package.BENCHMARKS)} or all (default: all)")
     parser.add_argument("--steps", type=int, default=None,
                         help="step budget per side (env steps; results for `tracking`); default per benchmark")
     parser.add_argument("--quick", action="store_true",
@@ -28,35 +30,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=None, help="seeds per side for solve (default 3, --quick 1)")
     parser.add_argument("--time-limit", type=float, default=None, dest="time_limit_s",
                         help="seconds per run for open-ended runs (solve); default 120, quick 60")
-    parser.add_argument("--output", type=Path, default=common.RESULTS_DIR,
+    parser.add_argument("--output", type=Path, default=None,
                         help="folder for <name>.json (default runs/benchmarks, untracked; the figures the docs "
                              "cite are in benchmarks/results: pass --output benchmarks/results to replace them)")
     parser.add_argument("--no-variants", dest="variants", action="store_false",
                         help="skip the variant rows of train and solve (uniform replay, stock RLlib DQN)")
     parser.add_argument("--json", action="store_true", help="print the full JSON document after each table")
     args = parser.parse_args(argv)
-    names = list(BENCHMARKS) if "all" in args.names else args.names
-    unknown = [n for n in names if n not in BENCHMARKS]
+    names = list(package.BENCHMARKS) if "all" in args.names else args.names
+    unknown = [n for n in names if n not in package.BENCHMARKS]
     if unknown:
-        parser.error(f"unknown benchmark(s) {', '.join(unknown)}: choose from {', '.join(BENCHMARKS)}, all")
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}: choose from {', '.join(package.BENCHMARKS)}, all")
     if args.steps is not None and args.steps < 1:
         parser.error("--steps must be >= 1")
     args.names = names
     return args
 
 
-def print_table(console, document: dict) -> None:
+def print_table(console: Console, measured: Measured) -> None:
     from rich.table import Table
 
+    document = measured.document
     table = Table(title=f"{document['benchmark']}: {document['platform']} vs {document['peer']}",
                   title_justify="left")
     for column, justify in (("what", "left"), ("unit", "left"), ("platform", "right"), ("peer", "right"),
                             ("ratio", "right"), ("target", "left"), ("met", "left")):
         table.add_column(column, justify=justify)
-    for f in document["figures"]:
-        met = {True: "[green]yes[/green]", False: "[red]no[/red]", None: ""}[f["met"]]
-        table.add_row(f["what"], f["unit"], common.format_number(f["platform"]), common.format_number(f["peer"]),
-                      common.format_ratio(f["ratio"]), f["target"] or "", met)
+    for *cells, met in measured.rows():
+        table.add_row(*cells, {True: "[green]yes[/green]", False: "[red]no[/red]", None: ""}[met])
     console.print(table)
     m = document["machine"]
     console.print(f"[dim]{m['cpu']}, {m['usable_cpus']} usable CPUs, load {m['load_average_1_5_15_before']} -> "
@@ -67,40 +68,37 @@ def print_table(console, document: dict) -> None:
             console.print(f"[dim]- {f['what']}: {f['note']}[/dim]")
 
 
+def show(console: Console, event: BenchmarkEvent, full_json: bool) -> None:
+    """A sub-benchmark starting (a rule), skipped (why), or measured (its table, summary, JSON, file)."""
+    if event.kind == "started":
+        console.rule(f"benchmark: {event.name}")
+    elif event.kind == "skipped":
+        console.print(f"[yellow]skipped {event.name}: {event.why}[/yellow]")
+    elif event.measured is not None:
+        print_table(console, event.measured)
+        if event.measured.document["details"].get("summary"):
+            console.print(event.measured.document["details"]["summary"], soft_wrap=True)
+        if full_json:
+            print(json.dumps(event.measured.document, indent=2, default=str))
+        console.print(f"wrote {event.measured.path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     return exit_code(lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:
-    from rich.console import Console
-
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(raw_argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     console = Console(width=None if sys.stdout.isatty() else 120)
-    budget = Budget(steps=args.steps, quick=args.quick, seed=args.seed, time_limit_s=args.time_limit_s,
-                    variants=args.variants, seeds=args.seeds)
-    skipped, failed = [], []
-    for name in args.names:
-        console.rule(f"benchmark: {name}")
-        try:
-            document = common.run_benchmark(name, budget, raw_argv)
-        except PeerMissing as missing:
-            console.print(f"[yellow]skipped {name}: {missing}[/yellow]")
-            skipped.append(name)
-            continue
-        path = common.write_result(document, args.output)
-        print_table(console, document)
-        if document["details"].get("summary"):
-            console.print(document["details"]["summary"], soft_wrap=True)
-        if args.json:
-            print(json.dumps(document, indent=2, default=str))
-        console.print(f"wrote {path}")
-        if document["details"].get("error"):
-            failed.append(name)
-    if skipped:
-        console.print(f"[yellow]skipped (peer not installed): {', '.join(skipped)}[/yellow]")
-    return ExitCode.FAILED if failed else ExitCode.OK
+    options = BenchmarkOptions(names=tuple(args.names), steps=args.steps, quick=args.quick, seed=args.seed,
+                               seeds=args.seeds, time_limit_s=args.time_limit_s, variants=args.variants,
+                               output=args.output, argv=tuple(raw_argv))
+    report = run_benchmarks(options, lambda event: show(console, event, args.json))
+    if report.skipped:
+        console.print(f"[yellow]skipped (peer not installed): {', '.join(report.skipped)}[/yellow]")
+    return int(report.exit_code)
 
 
 if __name__ == "__main__":

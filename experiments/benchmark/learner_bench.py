@@ -1,10 +1,10 @@
 """`learner`: one FastDQN and one FastSAC update timed without Ray, minibatch 32 to 4096, fp32, bf16 and compiled;
 one direct-learner update against one PPO minibatch of the same per-asset net.
 
-What the learners' minibatch loop runs per update (`algos.learner_math`: forward, loss from `algos.losses`, backward,
-global-norm clip, fused Adam, and SAC's soft target update), on torch-only replicas of the RLModules RLlib builds for
-conf/dqn_btc.yaml (194 observation features, 2 actions, [128, 128] relu, dueling, double Q, huber, clip 40) and
-conf/sac_btc.yaml (193 features, 1 action, [128, 128] relu, twin Q; RLlib's Q encoder: an MLP per stream and a
+What the learners' minibatch loop runs per update (`algos.fast.learner_math`: forward, loss from `algos.fast.losses`,
+backward, global-norm clip, fused Adam, and SAC's soft target update), on torch-only replicas of the RLModules RLlib
+builds for conf/dqn_btc.yaml (194 observation features, 2 actions, [128, 128] relu, dueling, double Q, huber, clip
+40) and conf/sac_btc.yaml (193 features, 1 action, [128, 128] relu, twin Q; RLlib's Q encoder: an MLP per stream and a
 [256, 256] tanh fusion net), checked against RLlib's learners by tests/unit/test_learner_math.py. So the figures are
 the update math alone: no replay, no Ray, no tensor conversion, no metrics.
 
@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from algos.learner_math import DQNNet, DQNUpdate, SACNet, SACUpdate
+from algos.fast.learner_math import DQNNet, DQNUpdate, SACNet, SACUpdate
 from experiments.benchmark.common import REPO, Budget, Figure, Report
 
 ALGORITHMS, VARIANTS = ("FastDQN", "FastSAC"), ("fp32", "bf16", "compiled")
@@ -280,7 +280,7 @@ def run(budget: Budget) -> Report:
     direct = _direct([DirectRow(n) for n in (QUICK_DIRECT_ASSETS if budget.quick else DIRECT_ASSETS)],
                      max_updates, DIRECT_SECONDS, budget.seed)
     where = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu, 1 torch thread ({threads} available)"
-    return Report("learner", __doc__.splitlines()[0], f"algos.learner_math and algos/direct on {where}",
+    return Report("learner", __doc__.splitlines()[0], f"algos.fast.learner_math and algos/direct on {where}",
                   f"direct rows: a PPO minibatch update of {DIRECT_PEER_BATCH} observations, same net",
                   [row.figure() for row in rows] + [row.figure() for row in direct],
                   {"device": where, "cpu_capability": torch.backends.cpu.get_cpu_capability(),

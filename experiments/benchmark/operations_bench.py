@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.api.serving import LOOPBACK, invocation_body
 from experiments.benchmark.common import REPO, Budget, Figure, Report
 from experiments.plan.ports import pick_free_port
-from experiments.serve import LOOPBACK, invocation_body
 
 HOURS_A_YEAR = 8760
 
@@ -66,15 +66,15 @@ def numpy_vs_torch_forward_ms(observation_size: int, repeats: int) -> tuple[floa
     import torch
     from ray.rllib.algorithms.dqn import DQNConfig
 
-    from algos.dqn import SPEC
-    from algos.numpy_policy import NumpyPolicy, export_module
+    import algos
+    from algos.export.numpy_policy import NumpyPolicy
 
     config = DQNConfig().environment(observation_space=gym.spaces.Box(-10, 10, (observation_size,), np.float32),
                                      action_space=gym.spaces.Discrete(3))
     module = config.training(dueling=True).rl_module(
         model_config={"fcnet_hiddens": [128, 128], "fcnet_activation": "relu"}).get_rl_module_spec().build()
     module.eval()
-    policy = NumpyPolicy.from_arrays(export_module(module, SPEC.greedy))
+    policy = NumpyPolicy.from_arrays(algos.algorithm("dqn").export_numpy(module))
     observation = np.random.default_rng(3).standard_normal((1, observation_size)).astype(np.float32)
 
     def torch_decision() -> None:

@@ -3,7 +3,7 @@
 RLlib's SAC Q network for Box actions is a multi-stream encoder: an MLP per stream (the action, the observation; both
 `fcnet_hiddens`), their concatenation through the fusion layers (`fusionnet_hiddens`, tanh, each after the first also
 fed the concatenation), an output layer back to the encoder's width, then the Q head. SB3's critic is one MLP over
-observation and action concatenated. `algos.learner_math.QEncoder` is RLlib's encoder in plain torch (held equal to
+observation and action concatenated. `algos.fast.learner_math.QEncoder` is RLlib's encoder in plain torch (held equal to
 RLlib's by tests/unit/test_learner_math.py); here it replaces each of SB3's critics (and their targets), so only the
 two libraries' training loops differ. The actor is SB3's own, the same shape as RLlib's (an MLP of `net_arch`, then
 the mean and log-std). Imported only once stable-baselines3 is known to be installed (common.require).
@@ -19,7 +19,7 @@ from stable_baselines3.common.preprocessing import get_action_dim
 from stable_baselines3.sac.policies import SACPolicy
 from torch import nn
 
-from algos.learner_math import QEncoder, mlp
+from algos.fast.learner_math import QEncoder, mlp
 
 
 class MultiStreamQ(nn.Module):

@@ -2,8 +2,8 @@
 platform vs SB3 + RL Zoo.
 
 Platform: conf/dqn_cartpole.yaml through experiments.config.experiment -> experiments.hardware (cpu preset)
--> the algorithm table (algos.dqn) -> `.build_algo()`, then `.train()` iterations (variant rows: stock
-RLlib DQN, and conf/ppo_cartpole.yaml through algos.ppo); after each iteration RLlib's own
+-> the algorithm table (algos.dqn.algorithm) -> `.build_algo()`, then `.train()` iterations (variant rows: stock
+RLlib DQN, and conf/ppo_cartpole.yaml through algos.ppo.algorithm); after each iteration RLlib's own
 greedy evaluation (`evaluation_duration` episodes, configured in the YAML) is read from
 `evaluation/env_runners/episode_return_mean`. Peer: SB3 DQN with the RL Zoo's CartPole-v1
 hyperparameters, evaluated by SB3's EvalCallback with the same number of greedy episodes at the
@@ -12,7 +12,7 @@ runs from the first training call to the evaluation that crosses the threshold, 
 included on both sides; algorithm construction and Ray start are reported apart. A side that
 has not solved within the step budget or the time limit is reported as not solved, with its best
 evaluation return. The SAC rows are the same race on Pendulum-v1 (run with or without --no-variants):
-conf/sac_pendulum.yaml through algos.sac (FastSAC) against SB3's SAC with the RL Zoo's Pendulum-v1 hyperparameters,
+conf/sac_pendulum.yaml through algos/sac/ (FastSAC) against SB3's SAC with the RL Zoo's Pendulum-v1 hyperparameters,
 to a greedy return of -250 over the conf's 5 evaluation episodes.
 """
 from __future__ import annotations
@@ -197,8 +197,8 @@ def run(budget: Budget) -> Report:
         stock_figure.note = f"per seed: {_summary(stock)}"
         figures.append(stock_figure)
     if ppo:
-        ppo_figure = Figure("same, PPO (conf/ppo_cartpole.yaml, algos.ppo) vs the same SB3 DQN", "s", _median_time(ppo),
-                            _median_time(theirs), higher_is_better=False)
+        ppo_figure = Figure("same, PPO (conf/ppo_cartpole.yaml, algos/ppo/) vs the same SB3 DQN", "s",
+                            _median_time(ppo), _median_time(theirs), higher_is_better=False)
         ppo_figure.note = f"per seed: {_summary(ppo)}"
         figures.append(ppo_figure)
     if sides["platform_sac"]:

@@ -1,7 +1,7 @@
 """`system`: what sampling a trial's system metrics costs its training, on vs off in the same run.
 
 Platform: conf/dqn_btc.yaml trained as `train` does (build_config -> build_algo -> train() until the step budget,
-in this process, one torch thread) with system metrics on (`tracking.system_metrics`, algos/system_metrics.py):
+in this process, one torch thread) with system metrics on (`tracking.system_metrics`, algos/rllib/system_metrics.py):
 at the shipped interval (10 s) and at a tenth of it, which samples ten times as often. Peer: the same training
 with `tracking.system_metrics=false`. The sides alternate in rounds (off, on, on at 1 s, off, ...) so a load that
 comes and goes hits all of them; env steps/s is the median over rounds. Every "on" run must have logged
@@ -42,7 +42,7 @@ def _train(overrides: list[str], steps: int, seed: int) -> dict[str, Any]:
 
 def _sampler_cost(repeats: int) -> tuple[float, float]:
     """Microseconds of one sample and of one drain, each the mean of `repeats` (the thread's interval: an hour)."""
-    from algos.system_metrics import SystemSampler
+    from algos.rllib.system_metrics import SystemSampler
 
     sampler = SystemSampler(interval_s=3600)
     start = time.perf_counter()

@@ -5,7 +5,7 @@
 - ranking: every cycle of a bundled history, one at a time, by the registered model's policy as it ranks (zero-shot:
   within the heuristic's tiers and its residual rounds when the conf sets them, else the pairwise round robin or
   merge sort of envs.agents.testprio.ranking) against the learned baseline's ordering;
-- learning online: one update of the comparator after a cycle's verdicts (algos.online_comparator).
+- learning online: one update of the comparator after a cycle's verdicts (algos.families.testprio_online).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def run(budget: Budget) -> Report:
     import mlflow
     import ray
 
-    from algos.online_comparator import OnlineComparator
+    from algos.families.testprio_online import OnlineComparator
     from envs.agents.testprio.config import parse_config
     from envs.agents.testprio.dataset import prepare
     from envs.agents.testprio.evaluate import agent_order

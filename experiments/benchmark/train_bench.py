@@ -2,7 +2,7 @@
 
 Platform: conf/dqn_btc.yaml as shipped (FastDQN with prioritized replay), through
 `experiments.config.load.load_experiment` -> `experiments.hardware.resolve_plan`
-(the `cpu` preset) -> `experiments.sweep.rllib_config.build_config` (algos.dqn) -> `.build_algo()` -> `.train()` until
+(the `cpu` preset) -> `experiments.sweep.rllib_config.build_config` (algos/dqn/) -> `.build_algo()` -> `.train()` until
 the step budget is sampled: the code path of `experiments.run`, minus Tune and MLflow (measured separately
 by `tracking`), and minus the per-iteration validation episode (SB3 has none; it is evaluation,
 not training). Peer: SB3 `DQN("MlpPolicy")` on the same env and env_config with the same hidden

@@ -2,13 +2,15 @@
 
 `explain KEY` says what a key does, its type, bounds, default and which algorithms or env families have it;
 `schema` prints the JSON Schema editors validate experiment files with (conf/experiment.schema.json is its output).
-Both read the pydantic models, so neither can drift from what a file accepts.
+Both read the pydantic models, so neither can drift from what a file accepts. A thin shell over `api.explain` and
+`api.experiment_schema` (experiments/api/describing.py).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
+from experiments import api
 from experiments.shell import exit_code
 
 
@@ -36,13 +38,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _answer(args: argparse.Namespace) -> int:
     if args.command == "explain":
-        from experiments.config.explain import explain
-
-        print(explain(args.key))
+        print(api.explain(args.key))
     else:
-        from experiments.config.schema import schema_text
-
-        sys.stdout.write(schema_text())
+        sys.stdout.write(api.experiment_schema())
     return 0
 
 

@@ -7,7 +7,6 @@ it is gathered here once, without importing Ray.
 """
 from __future__ import annotations
 
-import importlib
 import types
 import typing
 from dataclasses import dataclass
@@ -57,10 +56,9 @@ def training_models() -> dict[str, type[BaseModel]]:
 def env_config_models() -> dict[str, type[BaseModel]]:
     """The env_config model of each env family that declares one, by env id (table order)."""
     models = {}
-    for env_id, family in envs.ENVIRONMENTS.items():
-        if family.config_model:
-            module_name, attr = family.config_model.split(":")
-            models[env_id] = getattr(importlib.import_module(module_name), attr)
+    for family in envs.FAMILIES:
+        if (model := family.config_model()) is not None:
+            models[family.env_id] = model
     return models
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from algos.tree_path import with_value
+from envs.abilities import ScoresValidation
 from envs.errors import InputError
 from envs.validation import closest, describe_validation_error, did_you_mean
 from experiments.config.search_space import candidate_values
@@ -83,14 +84,15 @@ def check_result_keys(config: "ExperimentConfig", source: str) -> None:
     """`tune.metric` and every `tune.stop` key must be a result key the algorithm reports ("/"-separated):
     a typo would otherwise never select or never stop, and Tune says so only after the sweep started. So must
     tune.plateau.metric, and the plateau's patience must outlast the evaluation interval (check_plateau_patience)."""
-    spec = config.spec
-    family_keys = [f"evaluation/validation/{key}" for key in config.family.validation_keys]
+    learner = config.spec.learner
+    family_keys = [f"evaluation/validation/{key}" for key in config.family.validation_keys] if isinstance(
+        config.family, ScoresValidation) else []
     named = [("tune.metric", config.tune.metric), *(("tune.stop", key) for key in config.tune.stop)]
     if config.tune.plateau is not None and config.tune.plateau.metric is not None:
         named.append(("tune.plateau.metric", config.tune.plateau.metric))
     for where, key in named:
-        if not spec.reports(key) and key not in family_keys:
-            known = spec.result_keys() + family_keys
+        if not learner.reports(key) and key not in family_keys:
+            known = learner.result_keys() + family_keys
             raise InputError(f"{source}: {where} {key!r} is not a result key {config.algorithm} reports"
                              f"{_closest_result_key(key, known)} (e.g. training_iteration, "
                              f"evaluation/env_runners/episode_return_mean, env_runners/num_env_steps_sampled_lifetime)")

@@ -18,7 +18,9 @@ from pydantic import Field, PrivateAttr, create_model, field_validator, model_va
 
 import algos
 import envs
-from algos.spec import AlgorithmSpec, TrainingBase
+from algos.base import Algorithm
+from algos.inputs import TrainingBase
+from envs.abilities import HasBars
 from envs.errors import InputError
 from envs.splits import Protocol
 from envs.validation import StrictModel as Section
@@ -78,7 +80,7 @@ class LearnersSection(Section):
 class RLModuleSection(Section):
     """The network of RLlib's default RLModule (a portfolio model is sized by training.model_hiddens instead)."""
 
-    # Keys only some algorithms' networks read: an algorithm lists those it reads in AlgorithmSpec.module_keys, and
+    # Keys only some algorithms' networks read: an algorithm lists those it reads in Algorithm.module_keys, and
     # a file that changes one for another algorithm is refused rather than silently ignored. (Changed from its
     # default, not set: the sweep validates every trial's config again from a full dump.)
     ALGORITHM_KEYS: ClassVar[tuple[str, ...]] = ("fusionnet_hiddens",)
@@ -318,8 +320,9 @@ class TuneSection(Section):
 
 
 class EnsembleSection(Section):
-    """One more model from a run's chosen trials: per fold, its members' mean decision (algos/ensemble_policy.py),
-    judged beside the single chosen trial and registered as a version of its own (alias `ensemble`)."""
+    """One more model from a run's chosen trials: per fold, its members' mean decision
+    (algos/export/ensemble_policy.py), judged beside the single chosen trial and registered as a version of its own
+    (alias `ensemble`)."""
 
     over: Literal["seeds", "configurations"] = Field(
         description="Who the members are, per fold: seeds (the seeds of the configuration chosen on that fold's "
@@ -340,10 +343,14 @@ class TrackingSection(Section):
     system_metrics: bool = Field(
         default=True,
         description="Log the CPU, memory, disk, network and (with the `gpu` extra) GPU use of every trial, sampled in "
-                    "its own process (algos/system_metrics.py), as system/* metrics of its run; false: none.")
+                    "its own process (algos/rllib/system_metrics.py), as system/* metrics of its run; false: none.")
     system_metrics_interval_s: float = Field(
         default=10.0, gt=0, le=3600,
         description="Seconds between two samples of system_metrics: shorter shows spikes, longer logs less.")
+
+
+# The algorithm of a file that names none (`algorithm:` left out): the one default, read wherever a file is read.
+DEFAULT_ALGORITHM = "dqn"
 
 
 class ExperimentConfig(Section):
@@ -352,7 +359,7 @@ class ExperimentConfig(Section):
                     "model. Required once the file and its `extends:` chain are merged.")
     description: str = Field(default="", description="One line on what the experiment is, shown with its results.")
     algorithm: str = Field(
-        default="dqn",
+        default=DEFAULT_ALGORITHM,
         description="The algorithm, a key of algos.ALGORITHMS (dqn, ppo, sac); it brings the model of the training "
                     "section, so changing it starts training afresh.")
     hardware: str | None = Field(
@@ -435,7 +442,7 @@ class ExperimentConfig(Section):
         return self._smoke_test
 
     @property
-    def spec(self) -> AlgorithmSpec:
+    def spec(self) -> Algorithm:
         return algos.algorithm(self.algorithm)
 
     @property
@@ -449,7 +456,7 @@ class ExperimentConfig(Section):
     @property
     def timeframe(self) -> str | None:
         """The bar interval the env family declares for this env config (presets size batches by it), or None."""
-        return self.family.timeframe(self.environment.env_config)
+        return self.family.timeframe(self.environment.env_config) if isinstance(self.family, HasBars) else None
 
     def num_trials(self) -> int:
         grid = 1

@@ -19,6 +19,7 @@ import yaml
 import envs
 from envs import work_counts
 from envs.errors import InputError, read_user_text
+from experiments.config.experiment import DEFAULT_ALGORITHM
 
 EXTENDS = "extends"
 _LIBYAML_LOADER = getattr(yaml, "CSafeLoader", None)  # PyYAML built with libyaml (the wheels are)
@@ -113,7 +114,7 @@ def read_experiment(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
         raise InputError(f"{path}: extends: {base} not found (resolved against this file's folder): fix the name")
     merged_base = read_experiment(base, (*chain, path.resolve()))
     # The file says what it keeps; one that names no algorithm keeps its base's (and its base's training section).
-    switch_algorithm(merged_base, raw.get("algorithm", merged_base.get("algorithm", "dqn")), base.name)
+    switch_algorithm(merged_base, raw.get("algorithm", merged_base.get("algorithm", DEFAULT_ALGORITHM)), base.name)
     return merge(merged_base, raw)
 
 # Settings outside `training` that are tuned for one algorithm's sampling (DQN's small fragments, PPO's auto).
@@ -125,7 +126,7 @@ def switch_algorithm(raw: dict[str, Any], algorithm: Any, source: str) -> dict[s
     over it and the retrain's training settings are the other algorithm's keys, so they go, as with `extends:`;
     returns what to tell the
     user, keyed by setting: what was dropped, and what stays but was tuned for the other algorithm."""
-    before = raw.get("algorithm", "dqn")
+    before = raw.get("algorithm", DEFAULT_ALGORITHM)
     if algorithm == before:
         return {}
     raw.pop("training", None)

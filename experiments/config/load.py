@@ -20,7 +20,7 @@ from experiments.config.checks import (
     check_search_paths,
     check_search_values,
 )
-from experiments.config.experiment import ExperimentConfig, experiment_model
+from experiments.config.experiment import DEFAULT_ALGORITHM, ExperimentConfig, experiment_model
 from experiments.config.files import (
     Override,
     absolute_paths,
@@ -49,13 +49,14 @@ def load_experiment(path: str | Path, overrides: Sequence[str | Override] | None
     set_keys = {override.key for override in overrides}
     for override in overrides:  # --set algorithm=... starts training afresh, as extends: does
         value = override.value
-        if override.path == ("algorithm",) and isinstance(value, str) and value != raw.get("algorithm", "dqn"):
+        switches = isinstance(value, str) and value != raw.get("algorithm", DEFAULT_ALGORITHM)
+        if override.path == ("algorithm",) and switches:
             notes = [note for setting, note in switch_algorithm(raw, value, source).items()
                      if setting == "algorithm" or setting not in set_keys]
             notes += ready_made(path, raw, value) if value in algos.ALGORITHMS else []
     raw = apply_overrides(raw, overrides)
     pinned = pin_overridden_searches(raw, overrides)
-    name = raw.get("algorithm", "dqn")
+    name = raw.get("algorithm", DEFAULT_ALGORITHM)
     if not isinstance(name, str):
         raise InputError(f"{source}: algorithm: write one name, e.g. algorithm: dqn "
                          f"(known: {', '.join(algos.ALGORITHMS)})")
@@ -96,6 +97,7 @@ def ready_made(path: Path, raw: dict[str, Any], algorithm: str) -> list[str]:
             theirs = read_experiment(other)
         except InputError:
             continue
-        if theirs.get("algorithm", "dqn") == algorithm and (theirs.get("environment") or {}).get("env") == env:
+        same_env = (theirs.get("environment") or {}).get("env") == env
+        if theirs.get("algorithm", DEFAULT_ALGORITHM) == algorithm and same_env:
             found.append(str(other.relative_to(Path.cwd()) if other.is_relative_to(Path.cwd()) else other))
     return [f"ready-made for {algorithm} on {env}: {', '.join(found)}"] if found else []

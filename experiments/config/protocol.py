@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import envs
+from envs.abilities import Backtests, able
 from envs.errors import InputError
 from envs.splits import Protocol
 
@@ -27,8 +28,8 @@ def apply_protocol(exp: "ExperimentConfig", source: str) -> None:
     protocol = Protocol.from_dict(exp.evaluation.protocol, "evaluation.protocol")
     env_id, env_config, space = exp.environment.env, exp.environment.env_config, exp.tune.search_space
     envs.require_registered(env_id)  # an unknown id first gets its "did you mean"
-    if not exp.family.folds:
-        with_folds = ", ".join(k for k, entry in envs.ENVIRONMENTS.items() if entry.folds)
+    if not isinstance(exp.family, Backtests):
+        with_folds = ", ".join(able(Backtests, envs.FAMILIES))
         raise InputError(f"{source}: evaluation.protocol: {env_id} has no time axis to cut into folds: remove "
                          f"evaluation.protocol (env families with folds: {with_folds})")
     for key in ("protocol", "fold"):

@@ -8,7 +8,7 @@ parallelism: concurrent trials, env runners, envs per runner, GPUs. Two conseque
 - Data-parallel presets (`multi_gpu_learners`, N learners) split that batch over the N learners, so the
   update is the same one. A batch not divisible by N is split unevenly (32 over 3: 11, 11, 10) and each
   slice's mean loss is weighted by N x its share, so the all-reduced (averaged) gradient equals the
-  single-learner gradient (`algos.spec.slice_sizes`, `slice_weights`; FastDQN's learner does it). An algorithm whose
+  single-learner gradient (`algos.inputs.slice_sizes`, `slice_weights`; FastDQN's learner does it). An algorithm whose
   learner is not ours (stock RLlib, PPO) cannot, and is refused with a batch that works (`check_split`).
 - A preset may declare `large_batch` (a bigger batch per timeframe, as docs/hardware.md's GPU profiles
   recommend, and the learning-rate rule that goes with it); it applies only when the experiment opts
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from algos.spec import slice_sizes
+from algos.inputs import slice_sizes
 from envs.errors import InputError
 from experiments.hardware.presets import HardwarePreset, learner_count
 

@@ -52,7 +52,7 @@ class HardwarePreset(BaseModel):
     memory_gb: float = Field(gt=0)
     price_per_hour_usd: float | None = Field(default=None, ge=0)
     large_batch: LargeBatch | None = None
-    # GPU knobs of the FastDQN learner (algos/fast_learner.py): autocast dtype, and torch.compile of its
+    # GPU knobs of the FastDQN learner (algos/dqn/fast_learner.py): autocast dtype, and torch.compile of its
     # forward pass (RLlib's torch_compile_learner_* settings choose backend and mode).
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
     torch_compile_learner: bool = False

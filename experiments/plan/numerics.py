@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
+from typing import Any
 
 FLAG_VARIABLE = "RLPLATFORM_CROSS_CPU"
 # Conditional numerical reproducibility: MKL's code path that every Intel and AMD x86-64 CPU runs the same way.
@@ -78,28 +78,37 @@ def describe() -> str:
             f"baseline SIMD only, oneDNN {ONEDNN_ISA}, {THREADS} thread per op)")
 
 
-BUNDLED_BARS = Path(__file__).resolve().parents[2] / "data" / "raw" / "BTC-USD_1h.parquet"
-
-
-def fingerprint(bars_path: Path = BUNDLED_BARS, updates: int = 200) -> dict[str, str]:
-    """Digests of numbers this machine computes the way a run does: a feature matrix (numpy and TA-Lib on real
-    bars) and a Q-network trained for `updates` Adam steps of the shipped size (torch and MKL). Two machines
-    (or one machine under two emulated CPUs) whose digests match compute a run's numbers the same way."""
+def fingerprint(updates: int = 200) -> dict[str, str]:
+    """Digests of numbers this machine computes the way a run does: each probing family's features (numpy and
+    TA-Lib on real data, envs.abilities.ProbesNumerics), numpy's elementwise kernels on its series, and a Q-network
+    of the shipped size trained on those features for `updates` Adam steps (torch and MKL). Two machines (or one
+    machine under two emulated CPUs) whose digests match compute a run's numbers the same way."""
     import hashlib
 
     import numpy as np
+
+    import envs
+    from envs.abilities import ProbesNumerics
+
+    probes = [family.numeric_probe() for family in envs.FAMILIES if isinstance(family, ProbesNumerics)]
+    series = np.concatenate([probe.series for probe in probes])
+    kernels = np.concatenate([np.exp(series * 50), np.tanh(series * 50), np.log1p(np.abs(series))])
+    features = np.concatenate([np.ascontiguousarray(probe.features).ravel() for probe in probes])
+    weights = np.concatenate([_trained_weights(np.nan_to_num(probe.features[probe.warmup:]), updates)
+                              for probe in probes])
+
+    def digest(values: np.ndarray) -> str:
+        return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:16]
+
+    return {"numpy": digest(kernels), "features": digest(features), "network": digest(weights)}
+
+
+def _trained_weights(inputs: Any, updates: int) -> Any:
+    """The weights of a 128x128 Q-network after `updates` seeded Adam steps on a target read from the next row."""
     import torch
 
-    from envs.trading.data import load_bars
-    from envs.trading.features.matrix import build_raw, normalize
-    from envs.trading.features.spec import parse_features
-
     torch.manual_seed(0)
-    bars = load_bars(bars_path)
-    items = parse_features(["basic", {"ta": "RSI", "timeperiod": 14}, {"ta": "ATR"}, "log_return"])
-    raw = build_raw(items, bars, "1h", "fingerprint")
-    features = normalize(raw, slice(0, len(bars) // 2)).values
-    observations = torch.as_tensor(np.nan_to_num(features[raw.warmup:]), dtype=torch.float32)
+    observations = torch.as_tensor(inputs, dtype=torch.float32)
     network = torch.nn.Sequential(torch.nn.Linear(observations.shape[1], 128), torch.nn.ReLU(),
                                   torch.nn.Linear(128, 128), torch.nn.ReLU(), torch.nn.Linear(128, 3))
     optimizer = torch.optim.Adam(network.parameters(), lr=5e-4)
@@ -111,11 +120,4 @@ def fingerprint(bars_path: Path = BUNDLED_BARS, updates: int = 200) -> dict[str,
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    weights = torch.cat([p.detach().flatten() for p in network.parameters()]).numpy()
-    returns = np.diff(np.log(bars["close"].to_numpy()))  # the elementwise kernels numpy dispatches per CPU
-    kernels = np.concatenate([np.exp(returns * 50), np.tanh(returns * 50), np.log1p(np.abs(returns))])
-
-    def digest(values: np.ndarray) -> str:
-        return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:16]
-
-    return {"numpy": digest(kernels), "features": digest(features), "network": digest(weights)}
+    return torch.cat([p.detach().flatten() for p in network.parameters()]).numpy()

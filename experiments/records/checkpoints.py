@@ -18,7 +18,7 @@ class ScoredCheckpoint:
 
 def best_checkpoint(result: Any, mode: str) -> ScoredCheckpoint | None:
     """The kept checkpoint of one trial with the best selection score (None if it kept none)."""
-    from algos.common import SELECTION_SCORE  # RLlib's side of the name: imported when results are read
+    from algos.rllib.config import SELECTION_SCORE  # RLlib's side of the name: imported when results are read
 
     pick = max if mode == "max" else min
     scored = [(ckpt, metrics) for ckpt, metrics in (result.best_checkpoints or [])

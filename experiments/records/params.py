@@ -14,6 +14,6 @@ class ParamSpace:
 
 def searched_values(config: dict[str, Any], params: ParamSpace) -> dict[str, Any]:
     """A trial's searched values under their YAML keys, e.g. {"training.lr": 3.1e-4, "seed": 1}."""
-    from algos.common import lookup  # RLlib's: imported when a sweep's results are read, not by a dry run
+    from algos.rllib.config import lookup  # RLlib's: imported when a sweep's results are read, not by a dry run
 
     return {yaml_key: lookup(config, flat_key) for flat_key, yaml_key in params.search_keys.items()}

@@ -4,7 +4,8 @@ only, like experiments/results/scoring.py, which calls it.
 Per fold, its members are the trials the single chosen trial comes from: the seeds of the configuration chosen on the
 fold's validation part (`over: seeds`), or every configuration and seed of the fold (`over: configurations`); their
 checkpoints are the ones already scored and exported (CheckpointReader keeps each export). The ensemble's decision is
-the mean of its members' (algos/ensemble_policy.py); it is scored by the family's scorer on the same test part, and its
+the mean of its members' (algos/export/ensemble_policy.py); it is scored by the family's scorer on the same test
+part, and its
 verdict (families with folds) is built by experiments/results/verdict.py as for any strategy: its walk-forward returns,
 a DSR over every baseline, deflated by every configuration the trials ledger holds, this run's trials and the ensemble
 itself (one more attempt: logging records it as its own), with the caveat "one seed" read from its members' seeds.
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from algos.ensemble_policy import EnsemblePolicy, ensemble_for
+from algos.export.ensemble_policy import EnsemblePolicy, ensemble_for
 from envs.errors import InputError
 from envs.report import EvaluationReport
 from experiments.config.experiment import ExperimentConfig
@@ -112,7 +113,7 @@ def judge_ensemble(exp: ExperimentConfig, trials: list[Trial], selected: dict[in
             outcome.left_out.append(f"fold {fold}: {len(members)} member(s) scored, an ensemble needs two")
             continue
         try:
-            policy = ensemble_for([reader.numpy_policy(t.checkpoint, exp.spec.greedy) for t in members],
+            policy = ensemble_for([reader.numpy_policy(t.checkpoint, exp.spec) for t in members],
                                   members[0].env_config)
         except InputError as refusal:
             outcome.refused = f"no ensemble: {refusal}"

@@ -1,6 +1,6 @@
 """Which features mattered: per fold, the chosen agent's validation return drop when one feature is permuted.
 
-The env family says how (`envs.EnvFamily.importance`; trading: envs.trading.importance), on validation data
+The env family says how (`envs.abilities.ExplainsInputs`: its `importance`), on validation data
 only. Here every seed of each fold's chosen configuration is asked, the drops are averaged over seeds, and the
 table is feature x fold, and the mean over folds (mlflow_logging.py logs it with a plot under `importance/`).
 """
@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pandas as pd
+
+from envs.abilities import ExplainsInputs
 
 if TYPE_CHECKING:
     from experiments.config.experiment import ExperimentConfig
@@ -21,12 +23,12 @@ def feature_importance(exp: "ExperimentConfig", chosen: dict[int, list["Trial"]]
                        reader: "CheckpointReader") -> pd.DataFrame | None:
     """Feature x fold: the drop in validation return when the feature is permuted, mean over the chosen
     configuration's seeds; None when the env family has no importance function."""
-    measure = exp.family.importance_function()
-    if measure is None:
+    if not isinstance(exp.family, ExplainsInputs):
         return None
+    measure = exp.family.importance
     columns = {}
     for fold, trials in sorted(chosen.items()):
-        drops = [measure(reader.policy(t.checkpoint, exp.spec.greedy), t.env_config)["drop_mean"]
+        drops = [measure(reader.policy(t.checkpoint, exp.spec), t.env_config)["drop_mean"]
                  for t in trials]
         columns[f"fold {fold}"] = pd.concat(drops, axis=1).mean(axis=1)
     table = pd.DataFrame(columns)

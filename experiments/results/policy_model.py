@@ -1,8 +1,8 @@
 """The MLflow pyfunc model of a registered policy (logged as code, not as a pickled object).
 
 MLflow copies this file, the `envs` and `algos` packages (its code paths) and two artifacts into the model: the
-policy's numpy forward pass (`algos.numpy_policy`; an ensemble's, `algos.ensemble_policy`, is one file too) and,
-for families that have one, the reader of its raw inputs (`envs.EnvFamily.input_reader`; for trading,
+policy's numpy forward pass (`algos.export.numpy_policy`; an ensemble's, `algos.export.ensemble_policy`, is one
+file too) and, for families that have one, the reader of its raw inputs (`envs.abilities.ServesRawInputs`; for trading,
 `envs.trading.bar_reader.BarReader`: features, window and the fold's train-row normalization). So serving needs
 neither torch nor Ray, and `predict` takes either
 
@@ -17,8 +17,6 @@ that ends with that line (the registry logs no input schema, so MLflow's enforce
 does not run).
 """
 from __future__ import annotations
-
-import importlib
 
 import mlflow
 import numpy as np
@@ -56,24 +54,25 @@ class GreedyPolicyModel(PythonModel):
     """A trained policy as an MLflow model: raw inputs -> a decision, or observations -> greedy actions."""
 
     def load_context(self, context) -> None:
-        from algos.ensemble_policy import load_policy
+        from algos.export.ensemble_policy import load_policy
 
         self._policy = load_policy(context.artifacts["policy"])
         self._observation_shape = tuple(context.model_config["observation_shape"])
         self._inputs = None
-        if entry := context.model_config.get("input_reader"):
-            module, name = entry.split(":")
-            self._inputs = getattr(importlib.import_module(module), name).load(context.artifacts["inputs"])
+        if env_id := context.model_config.get("env"):  # its family's reader of raw inputs
+            import envs
+
+            self._inputs = envs.family(env_id).reader_class().load(context.artifacts["inputs"])
 
     @property
     def policy(self):
-        """The numpy forward pass (algos.numpy_policy.NumpyPolicy, or an ensemble of them:
-        algos.ensemble_policy.EnsemblePolicy): observations -> greedy actions."""
+        """The numpy forward pass (algos.export.numpy_policy.NumpyPolicy, or an ensemble of them:
+        algos.export.ensemble_policy.EnsemblePolicy): observations -> greedy actions."""
         return self._policy
 
     @property
     def inputs(self):
-        """The reader of the family's raw inputs (envs.EnvFamily.input_reader), or None: observations only."""
+        """The reader of the family's raw inputs (envs.abilities.ServesRawInputs), or None: observations only."""
         return self._inputs
 
     # Annotated with np.ndarray: MLflow then neither derives a schema from the hint nor warns that

@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from purgedcv import deflated_sharpe_ratio_full, probabilistic_sharpe_ratio
 
 from envs.errors import InputError
-from experiments.results.verdict import per_period_sharpe
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 # + champion | a baseline: the per-bar Sharpe of a challenger's excess over it, a gate/ tag on its version: the
@@ -42,6 +40,11 @@ class Decision:
 
 def edge_dsr(excess: np.ndarray, prior_sharpes: list[float]) -> float:
     """DSR of per-bar excess returns over the attempts so far (this one and `prior_sharpes`); PSR vs 0 alone."""
+    # The verdict's libraries load here, not with `experiments.api` (a dry run imports this module and needs none).
+    from purgedcv import deflated_sharpe_ratio_full, probabilistic_sharpe_ratio
+
+    from experiments.results.verdict import per_period_sharpe
+
     if np.ptp(excess) == 0:
         return 0.0
     sharpes = [*prior_sharpes, per_period_sharpe(excess)]
@@ -57,6 +60,8 @@ def edge_dsr(excess: np.ndarray, prior_sharpes: list[float]) -> float:
 def excess_sharpes(returns: Any, challenger: str, opponents: dict[str, str]) -> dict[str, float]:
     """The per-bar Sharpe of the challenger's excess over each opponent (label -> column of `returns`), as gate
     numbers `excess_sharpe_vs_<label>`: recorded on its version, they deflate the next challengers' DSRs."""
+    from experiments.results.verdict import per_period_sharpe
+
     return {f"{EXCESS_PREFIX}{label}": per_period_sharpe((returns[challenger] - returns[column]).to_numpy())
             for label, column in opponents.items()}
 

@@ -14,8 +14,8 @@ is tagged with what produced it, and with what its inputs and outputs mean (`mea
 observation shape, action space, feature list): a version that means something else than the name's
 earlier versions (PPO after DQN, 218 floats after 194, long_short's actions after long_flat's) gets its own
 name (`dqn_btc-ppo`, `dqn_btc-obs218`), said in one line, so `models:/<name>/latest` keeps its meaning.
-With `ensemble:` in the file, the group's ensemble (algos/ensemble_policy.py) is the next version of the same name,
-under the alias `ensemble`.
+With `ensemble:` in the file, the group's ensemble (algos/export/ensemble_policy.py) is the next version of the
+same name, under the alias `ensemble`.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from mlflow.models import ModelSignature, infer_signature
 from rich.console import Console
 from rich.markup import escape
 
-from algos.ensemble_policy import EnsemblePolicy
-from algos.numpy_policy import NumpyPolicy
+from algos.export.ensemble_policy import EnsemblePolicy
+from algos.export.numpy_policy import NumpyPolicy
 from experiments.plan.provenance import git_commit
 from experiments.results.examples import Examples, example_observations
 from experiments.results.trials import ALL, planned_folds
@@ -132,9 +132,10 @@ def _requirements() -> list[str]:
 
 def register_policy(tracking_uri: str, run_id: str, policy: NumpyPolicy | EnsemblePolicy, model_name: str,
                     observations: np.ndarray, tags: dict[str, str],
-                    inputs: Any | None = None, input_reader: str | None = None) -> str:
+                    inputs: Any | None = None, env_id: str = "") -> str:
     """Log the policy as a model of `run_id`, register it and tag the version; returns 'models:/name/version'.
-    `inputs`: the family's reader of raw inputs (`input_reader` names its class), or None: observations only."""
+    `inputs`: the reader of the raw inputs of `env_id`'s family (envs.abilities.ServesRawInputs), which the served
+    model loads again through that family, or None: observations only."""
     import tempfile
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -150,7 +151,7 @@ def register_policy(tracking_uri: str, run_id: str, policy: NumpyPolicy | Ensemb
         if inputs is not None:
             artifacts["inputs"] = str(Path(folder) / "inputs.npz")
             inputs.save(artifacts["inputs"])
-            model_config["input_reader"] = input_reader
+            model_config["env"] = env_id
         info = mlflow.pyfunc.log_model(
             name="policy",
             python_model=str(MODEL_CODE),
@@ -197,7 +198,7 @@ def register_group(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "Ml
         console.print(f"[yellow]{escape(refused)}[/yellow]")
         return Registered(outcome.group, refused=refused)
     tags = {"fold": str(chosen.fold), "seed": str(chosen.seed), **outcome.report.model_tags}
-    policy = reader.numpy_policy(chosen.checkpoint, exp.spec.greedy)
+    policy = reader.numpy_policy(chosen.checkpoint, exp.spec)
     uri, model_name, reasons, inputs = _register(exp, group, chosen.env_config, client, state,
                                                  chosen_run or state.parent_run_id, policy, tags, examples)
     client.set_tag(state.parent_run_id, f"best_checkpoint{suffix}", reader.storage.display(chosen.checkpoint.path))
@@ -275,7 +276,14 @@ def _register(exp: "ExperimentConfig", group: str | None, env_config: dict[str, 
     tags = {"smoke_test": str(exp.smoke_test), "experiment": exp.name, "algorithm": exp.algorithm,
             "env": exp.environment.env, "data": exp.family.data_label(env_config),
             "parent_run_id": state.parent_run_id, "git_commit": git_commit(), **meaning, **own_tags}
-    input_reader = exp.family.input_reader
-    inputs = exp.family.reader_class().for_env_config(env_config) if input_reader else None
-    uri = register_policy(state.tracking_uri, run_id, policy, model_name, observations, tags, inputs, input_reader)
+    inputs = raw_inputs_reader(exp.family, env_config)
+    uri = register_policy(state.tracking_uri, run_id, policy, model_name, observations, tags, inputs, exp.family.env_id)
     return uri, model_name, reasons, inputs
+
+
+def raw_inputs_reader(family: Any, env_config: dict[str, Any]) -> Any | None:
+    """The reader a registered model of `family` serves raw inputs through, fitted to `env_config` (its features,
+    window and normalization), or None: the family's models take observations only."""
+    from envs.abilities import ServesRawInputs
+
+    return family.reader_class().for_env_config(env_config) if isinstance(family, ServesRawInputs) else None

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from envs.abilities import Backtests
 from envs.report import EvaluationReport
 from experiments.config.experiment import ExperimentConfig
 from experiments.records.params import ParamSpace
@@ -42,7 +43,7 @@ from experiments.results.verdict import ScoredTrial, Verdict, build_verdict, fam
 
 def score(trial: Trial, exp: ExperimentConfig, reader: CheckpointReader) -> EvaluationReport:
     """The trial's best checkpoint on its fold's test part (the scorer always uses the test part)."""
-    return evaluate_checkpoint(reader.policy(trial.checkpoint, exp.spec.greedy), exp.family, trial.env_config)
+    return evaluate_checkpoint(reader.policy(trial.checkpoint, exp.spec), exp.family, trial.env_config)
 
 
 @dataclass
@@ -78,7 +79,7 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
     """Score a group's trials and, where the family reports returns, build its verdict (an edge needs a
     DSR of at least `threshold`), deflated for every configuration the trials ledger already holds on the same data
     and windows (read, not written: logging records this attempt)."""
-    if not exp.family.folds:
+    if not isinstance(exp.family, Backtests):
         chosen = deployable(trials, exp.tune.mode)
         report = score(chosen, exp, reader)
         ensemble = (judge_ensemble(exp, trials, {chosen.fold: chosen.point}, reader, threshold, None, None, "")

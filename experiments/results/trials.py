@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from algos.numpy_policy import NumpyPolicy
-from algos.spec import GreedyRule
+from algos.base import Algorithm
+from algos.export.numpy_policy import NumpyPolicy
 from envs.errors import InputError, RunFault
 from envs.report import Policy
 from experiments.config.experiment import ExperimentConfig
@@ -126,24 +126,24 @@ class CheckpointReader:
     cache: Path
     _policies: dict[str, tuple[Policy, InputError | None]] = field(default_factory=dict, compare=False, repr=False)
 
-    def policy(self, checkpoint: ScoredCheckpoint, greedy: GreedyRule) -> Policy:
+    def policy(self, checkpoint: ScoredCheckpoint, algorithm: Algorithm) -> Policy:
         """The checkpoint's greedy policy: its numpy forward pass, or torch for a module numpy cannot run."""
-        return self._exported(checkpoint, greedy)[0]
+        return self._exported(checkpoint, algorithm)[0]
 
-    def numpy_policy(self, checkpoint: ScoredCheckpoint, greedy: GreedyRule) -> NumpyPolicy:
+    def numpy_policy(self, checkpoint: ScoredCheckpoint, algorithm: Algorithm) -> NumpyPolicy:
         """The numpy forward pass a registered model serves with; the export's refusal when it has none."""
-        policy, refusal = self._exported(checkpoint, greedy)
+        policy, refusal = self._exported(checkpoint, algorithm)
         if refusal is not None:
             raise refusal
         return policy
 
-    def _exported(self, checkpoint: ScoredCheckpoint, greedy: GreedyRule) -> tuple[Policy, InputError | None]:
+    def _exported(self, checkpoint: ScoredCheckpoint, algorithm: Algorithm) -> tuple[Policy, InputError | None]:
         if checkpoint.path not in self._policies:
             module_dir = self.module(checkpoint)
             try:
-                self._policies[checkpoint.path] = (numpy_policy(module_dir, greedy), None)
+                self._policies[checkpoint.path] = (numpy_policy(module_dir, algorithm), None)
             except InputError as refusal:
-                self._policies[checkpoint.path] = (torch_policy(module_dir, greedy), refusal)
+                self._policies[checkpoint.path] = (torch_policy(module_dir, algorithm.greedy), refusal)
         return self._policies[checkpoint.path]
 
     def module(self, checkpoint: ScoredCheckpoint) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from algos.common import SELECTION_SCORE
+from algos.rllib.config import SELECTION_SCORE
 from experiments.storage.filesystem import Storage
 from experiments.storage.resume_check import newest_state_file, trial_checkpoints
 

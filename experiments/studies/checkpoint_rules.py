@@ -2,7 +2,7 @@
 
 Picking a trial's checkpoint as the best of N noisy single walks of a validation window is a winner's-curse
 pick: early checkpoints, with exploration still high, win by luck. This study compares selection rules
-(`tune.checkpoint.select`, algos.spec.SelectionRule) without touching a test window:
+(`tune.checkpoint.select`, algos.inputs.SelectionRule) without touching a test window:
 
 1. sweeps score every iteration on the first half of each fold's validation part only
    (`--set evaluation.env_config.split=validation_a`) and keep every checkpoint;
@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import algos
 import envs
-from algos.common import lookup
-from algos.spec import GreedyRule, SelectionRule
+from algos.inputs import SelectionRule
+from algos.rllib.config import lookup
 from envs.trading.importance import greedy_return
 from experiments.results.policy import MODULE_SUBPATH, load_module_policy
 from experiments.shell import exit_code
@@ -65,7 +66,7 @@ def _trial(trial_dir: Path, explore_until: int, market: str) -> TrialRecord | No
     env_id, env_config = config["env"], dict(config["env_config"])
     held_out = []
     for checkpoint in checkpoints:
-        policy = load_module_policy(checkpoint / MODULE_SUBPATH, GreedyRule(output="actions"))  # DQN argmaxes Q
+        policy = load_module_policy(checkpoint / MODULE_SUBPATH, algos.algorithm("dqn"))
         env = envs.make_env(env_id, {**env_config, "split": "validation_b", "episode_length": None})
         held_out.append(greedy_return(policy, env.unwrapped))
     return TrialRecord(market, [_number(lookup(r, METRIC)) for r in lines],
@@ -78,7 +79,7 @@ def _number(value: object) -> float:
 
 def pick(record: TrialRecord, rule: Rule) -> int:
     """The iteration `rule` keeps: the best selection score, replayed as the callback computes it iteration by
-    iteration (algos.common.copy_selection_score)."""
+    iteration (algos.rllib.config.copy_selection_score)."""
     selection = SelectionRule(rule.smooth, record.explore_until if rule.after_exploration else 0)
     scores = [selection.score(record.scores[:i + 1], record.env_steps[i], "max") for i in range(len(record.scores))]
     return int(np.argmax(scores))

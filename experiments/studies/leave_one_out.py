@@ -33,7 +33,7 @@ from envs.agents.testprio.evaluate import HEURISTIC, PAPER_MIN_TESTS
 from envs.agents.testprio.synthetic import generate_recurring_frame
 from envs.errors import InputError
 from experiments.config.load import load_experiment
-from experiments.shell import exit_code
+from experiments.shell import exit_code, terminal_console
 
 # Bagherzadeh, Kahani & Briand, TSE 2021 (their protocol, cycles with >= 6 tests): the best published RL agent per
 # history, by file name; APFD where the history fails, NRPA otherwise (docs/testprio.md).
@@ -58,7 +58,8 @@ def train_on(conf: Path, histories: list[str], name: str, output: Path, extra: l
     from experiments import api
 
     overrides = [f"environment.env_config.data_paths=[{', '.join(histories)}]", f"name={name}", *extra]
-    result = api.run(conf, overrides, api.RunOptions(output=output, dashboard=False))
+    result = api.run(conf, overrides, api.RunOptions(output=output, dashboard=False),
+                     on_event=api.events_to_console(terminal_console()))
     uri = result.model_uri()
     if not result.ok or uri is None:
         raise RuntimeError(f"training on {len(histories)} histories failed (exit {result.exit_code:d}): "

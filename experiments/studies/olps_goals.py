@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from envs.errors import InputError
-from experiments.shell import exit_code
+from experiments.shell import exit_code, terminal_console
 
 if TYPE_CHECKING:
     from experiments.api.result import RunResult
@@ -298,7 +298,8 @@ def study(args: argparse.Namespace) -> int:
     for data_set in data_sets:
         started = time.monotonic()
         result = api.run(CONF, run_overrides(data_set, written[data_set.key], args.overrides),
-                         api.RunOptions(output=output / "runs" / data_set.key))
+                         api.RunOptions(output=output / "runs" / data_set.key),
+                         on_event=api.events_to_console(terminal_console()))
         row = goal_row(data_set, result, args.overrides, time.monotonic() - started)
         rows.append(row)
         with open(output / "attempts.jsonl", "a") as log:

@@ -1,7 +1,7 @@
 """The per-asset network's update at N = 500: one PPO minibatch against one direct-learner mini-batch, same run.
 
 PPO's side needs torch and numpy only (a GPU box may have torch and no Ray; the device machines of this project do):
-it rebuilds the shape of algos/portfolio_module.py's PPO module in plain torch. A per-asset MLP (`--hiddens`,
+it rebuilds the shape of algos/networks/portfolio_module.py's PPO module in plain torch. A per-asset MLP (`--hiddens`,
 default [64, 64]) reads each asset's row (window 24 x 5 features + weight + tradable = 122 numbers) and gives its mean
 and log-std, two parameters give cash's, and a per-asset value MLP of the same widths is mean-pooled over the assets.
 One update is a PPO-style loss (Gaussian log-probability ratio, clipped, plus the value loss) on a batch of B
@@ -9,7 +9,7 @@ observations, its backward pass and an Adam step: what one minibatch update cost
 
 The direct learner's side (`--direct-batch`, default 64; 0 skips it) is its own code: a synthetic universe of N
 assets (`trading/Portfolio-v0`, source synthetic, the same row of 122), the shared-weights `PolicyNet` of
-algos/portfolio_module.py with the same widths (the policy only: the direct learner fits no value net), and one
+algos/networks/portfolio_module.py with the same widths (the policy only: the direct learner fits no value net), and one
 update is `PortfolioProblem.step` on a mini-batch of consecutive decisions (the observations at the memory's held
 weights, the forward pass, the log growth through the exact cost), its backward pass and an Adam step: what the
 learner runs per gradient step (algos/direct/learner.py). It imports Ray (the module's file does), so without Ray
@@ -110,7 +110,7 @@ def direct_update(device: str, assets: int, batch: int, hiddens: list[int]) -> C
     """One update of the direct learner on a mini-batch of `batch` consecutive decisions, ready to call."""
     import envs
     from algos.direct.portfolio import PortfolioProblem
-    from algos.portfolio_module import PolicyNet, Universe
+    from algos.networks.portfolio_module import PolicyNet, Universe
 
     env = envs.make_env("trading/Portfolio-v0", direct_env_config(assets, batch)).unwrapped
     rows, width = env.observation_space.shape

@@ -109,16 +109,16 @@ def observations(env: Any, rng: np.random.Generator, count: int) -> np.ndarray:
 def learner_update_ms(exp: Any, env: Any, obs: np.ndarray, rng: np.random.Generator) -> tuple[float, int]:
     """The median ms of one PPO learner update on `obs` (after WARMUPS), and the module's parameter count. The
     learner is the file's: its training settings (batch, minibatch and epochs aside) and its shared_assets module,
-    built as algos.ppo.build builds it; actions and log-probs come from the module, advantages and targets are noise
-    (an update costs the same whatever their values)."""
+    built as PPOLearner.build (algos/ppo/algorithm.py) builds it; actions and log-probs come from the module,
+    advantages and targets are noise (an update costs the same whatever their values)."""
     import torch
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.columns import Columns
     from ray.rllib.evaluation.postprocessing import Postprocessing
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-    from algos.portfolio_model import pop_model_config
-    from algos.portfolio_module import with_portfolio_module
+    from algos.networks.portfolio_model import pop_model_config
+    from algos.networks.portfolio_module import PortfolioPPOModule, with_portfolio_module
 
     torch.set_num_threads(1)
     training = exp.training.model_dump()
@@ -128,7 +128,7 @@ def learner_update_ms(exp: Any, env: Any, obs: np.ndarray, rng: np.random.Genera
         training.pop("grad_clip")
     training.update(train_batch_size_per_learner=len(obs), minibatch_size=len(obs), num_epochs=1)
     config = PPOConfig().environment(observation_space=env.observation_space, action_space=env.action_space)
-    config = with_portfolio_module(config.training(**training), "ppo", model, exp.rl_module.model_dump())
+    config = with_portfolio_module(config.training(**training), PortfolioPPOModule, model, exp.rl_module.model_dump())
     learner = config.build_learner(env=None, spaces={"default_policy": (env.observation_space, env.action_space)})
     learner.build()
     module = learner.module["default_policy"]

@@ -18,7 +18,7 @@ from typing import Any
 from ray.tune.stopper import CombinedStopper, Stopper
 from ray.tune.utils import flatten_dict
 
-from algos.common import lookup
+from algos.rllib.config import lookup
 from experiments.config.experiment import ExperimentConfig
 from experiments.records.learning_curves import is_score, iterations_since_best
 

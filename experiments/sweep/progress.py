@@ -1,92 +1,74 @@
-"""The sweep's progress in the terminal: a live table on a TTY, plain lines when output is piped.
+"""The sweep's progress as events: a Tune callback that keeps each trial's row and reports every change.
 
-Piped (CI, `| tee`, nohup), a live display would only appear at the end, after minutes of silence: there
-each trial gets a line when it starts and ends, and one with its latest numbers at most every
-`PIPED_INTERVAL_S` seconds while it trains; the table is printed once at the end.
+It prints nothing. Each change is a `TrialUpdate` (experiments/records/run_events.py) carrying every row, so the
+caller draws what it likes: `experiments.run` a live table on a terminal and plain lines when piped
+(experiments/api/console_view.py), a side-by-side child writes the rows to its status file.
 """
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
-from algos.system_metrics import NOTE_KEY as SYSTEM_NOTE_KEY
-from experiments.shell import terminal_console
-from experiments.sweep.run_status import StatusFile
+from algos.rllib.system_metrics import NOTE_KEY as SYSTEM_NOTE_KEY
+from experiments.records.run_events import Line, TrialsEnded, TrialUpdate
 
-COLUMNS = ("trial", "status", "params", "iter", "episode return", "eval return", "env steps", "steps/s")
-PIPED_INTERVAL_S = 30.0
+OnEvent = Callable[[Any], None]
+
+# Where a TrialProgress unpickled by `Tuner.restore` (a resumed sweep) reports: the callback was pickled into the
+# sweep's tuner.pkl without its listener (a function of the first process), and gets this one back.
+_RESTORED_LISTENER: ContextVar[OnEvent | None] = ContextVar("restored_listener", default=None)
+
+
+@contextmanager
+def restored_progress_reports_to(on_event: OnEvent) -> Iterator[None]:
+    """A TrialProgress that `Tuner.restore` unpickles inside this block reports to `on_event`."""
+    token = _RESTORED_LISTENER.set(on_event)
+    try:
+        yield
+    finally:
+        _RESTORED_LISTENER.reset(token)
 
 
 class TrialProgress(Callback):
-    def __init__(self, console: Console, search_keys: dict[str, str], live: bool | None = None,
-                 status: StatusFile | None = None) -> None:
-        self.console = console
-        self.status = status or StatusFile(None)  # a parent run's table reads the rows there
+    def __init__(self, on_event: OnEvent, search_keys: dict[str, str]) -> None:
+        self.on_event = on_event
         self.search_keys = search_keys  # flattened Tune config key -> YAML dotted key
-        self.is_live = console.is_terminal if live is None else live
         self.rows: dict[str, dict[str, str]] = {}
-        self.last_line: dict[str, float] = {}  # trial id -> when its last plain line was printed
-        self.system_note_said = False  # what a trial's system metrics lack (no GPU metrics) is printed once
+        self.system_note_said = False  # what a trial's system metrics lack (no GPU metrics) is said once
         self.started = time.monotonic()
-        self.live = self._new_live()
-
-    def _new_live(self) -> Live | None:
-        if not self.is_live:
-            return None
-        return Live(self._render(), console=self.console, refresh_per_second=2, transient=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Tune pickles callbacks into its experiment state; the live display holds locks."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("console", "live")}
+        """Tune pickles callbacks into its experiment state; the listener is a function of this process."""
+        return {k: v for k, v in self.__dict__.items() if k != "on_event"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.console = terminal_console()
-        self.live = self._new_live()
+        self.on_event = _RESTORED_LISTENER.get() or _ignore
+        self.started = time.monotonic()
 
     def _params(self, trial: Any) -> str:
         values = trial.evaluated_params or {}
         return " ".join(f"{self.search_keys.get(k, k).split('.')[-1]}={_fmt(v)}" for k, v in values.items())
 
-    def _render(self) -> Table:
-        table = Table(title="Ray Tune sweep", expand=False)
-        for column in COLUMNS:
-            table.add_column(column, justify="left" if column in ("trial", "status", "params") else "right",
-                             no_wrap=column == "trial")
-        for row in self.rows.values():
-            table.add_row(*(row.get(c, "") for c in COLUMNS))
-        return table
-
-    def _update(self, trial: Any, **values: str) -> dict[str, str]:
+    def _update(self, kind: str, trial: Any, **values: str) -> None:
         # The trial id (e.g. e5a84_00001) tells rows apart; Tune's full name is cut on a 120-column terminal.
         row = self.rows.setdefault(trial.trial_id, {"trial": trial.trial_id, "params": self._params(trial)})
         row.update({key: value for key, value in values.items() if value != ""})  # keep the last known value
-        self.status.rows(self.rows, force="status" in values)
-        if self.live is not None:
-            self.live.update(self._render())
-        return row
+        rows = {trial_id: dict(values) for trial_id, values in self.rows.items()}
+        self.on_event(TrialUpdate(kind, trial.trial_id, rows, time.monotonic() - self.started))
 
-    def _line(self, row: dict[str, str], event: str) -> None:
-        """One plain progress line (piped output only)."""
-        if self.live is not None:
-            return
-        minutes, seconds = divmod(int(time.monotonic() - self.started), 60)
-        numbers = ", ".join(f"{column} {row[column]}" for column in COLUMNS[3:] if row.get(column))
-        self.console.print(f"[{minutes:02d}:{seconds:02d}] trial {row['trial']} ({row['params']}) {event}"
-                           + (f": {numbers}" if numbers else ""), markup=False, highlight=False)
-        self.last_line[row["trial"]] = time.monotonic()
+    def _say(self, text: str) -> None:
+        self.on_event(Line(text))
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if self.live is not None and not self.live.is_started:
-            self.live.start()
-        self._line(self._update(trial, status="RUNNING"), "started")
+        self._update("started", trial, status="RUNNING")
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         runners = result.get("env_runners", {})
@@ -94,45 +76,40 @@ class TrialProgress(Callback):
         steps = runners.get("num_env_steps_sampled_lifetime", 0)
         elapsed = result.get("time_total_s") or 0
         # An iteration in which no episode ended reports no (or a nan) return: the row keeps the last one.
-        row = self._update(trial, iter=str(result.get("training_iteration", "")),
-                           **{"episode return": _fmt(runners.get("episode_return_mean")),
-                              "eval return": _fmt(evaluation.get("episode_return_mean")),
-                              "env steps": f"{int(steps):,}",
-                              "steps/s": f"{steps / elapsed:,.0f}" if elapsed else ""})
-        if time.monotonic() - self.last_line.get(trial.trial_id, -math.inf) >= PIPED_INTERVAL_S:
-            self._line(row, "training")
+        self._update("result", trial, iter=str(result.get("training_iteration", "")),
+                     **{"episode return": _fmt(runners.get("episode_return_mean")),
+                        "eval return": _fmt(evaluation.get("episode_return_mean")),
+                        "env steps": f"{int(steps):,}",
+                        "steps/s": f"{steps / elapsed:,.0f}" if elapsed else ""})
         if result.get(SYSTEM_NOTE_KEY) and not self.system_note_said:  # the same on every trial of a machine: once
             self.system_note_said = True
-            self.console.print(f"system metrics: {result[SYSTEM_NOTE_KEY]}", markup=False, highlight=False)
+            self._say(f"system metrics: {result[SYSTEM_NOTE_KEY]}")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._line(self._update(trial, status="TERMINATED"), "finished")
+        self._update("finished", trial, status="TERMINATED")
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """A lost worker, in one line (Tune's traceback goes to its log file): which checkpoint it resumes from."""
-        self._update(trial, status="RESTORING")
+        self._update("restoring", trial, status="RESTORING")
         latest = trial.run_metadata.checkpoint_manager.latest_checkpoint_result
         start = (f"from {latest.checkpoint.path.rstrip('/').rsplit('/', 1)[-1]} (iteration "
                  f"{latest.metrics.get('training_iteration', '?')})" if latest
                  else "from the start (no checkpoint yet)")
         retries = "unlimited" if trial.max_failures < 0 else str(trial.max_failures)
-        self.console.print(f"trial {trial.trial_id} failed ({error_line(trial)}): restored {start}, retry "
-                           f"{trial.num_failures} of {retries}", markup=False, highlight=False)
+        self._say(f"trial {trial.trial_id} failed ({error_line(trial)}): restored {start}, retry "
+                  f"{trial.num_failures} of {retries}")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._update(trial, status="ERROR")
-        self.console.print(f"trial {trial.trial_id} failed ({error_line(trial)}) after {trial.num_failures} "
-                           "attempt(s): left out of the scores; its traceback is in the run's tune.log",
-                           markup=False, highlight=False)
+        self._update("error", trial, status="ERROR")
+        self._say(f"trial {trial.trial_id} failed ({error_line(trial)}) after {trial.num_failures} attempt(s): left "
+                  "out of the scores; its traceback is in the run's tune.log")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        if self.live is None:
-            self.console.print(self._render())  # piped: the table once, at the end
-        self.stop()
+        self.on_event(TrialsEnded({trial_id: dict(values) for trial_id, values in self.rows.items()}))
 
-    def stop(self) -> None:
-        if self.live is not None and self.live.is_started:
-            self.live.stop()
+
+def _ignore(event: Any) -> None:
+    """A restored callback with no listener (restored outside `restored_progress_reports_to`) reports to nobody."""
 
 
 def error_line(trial: Any) -> str:

@@ -19,7 +19,7 @@ class RebuiltInPlace:
     """Mixed in before an RLlib Algorithm class: `reset` is a new trial's `__init__` in this process."""
 
     def reset(self, new_config: dict[str, Any], storage: Any = None) -> bool:
-        sampler = self.__dict__.get("_system_sampler")  # algos.system_metrics: its thread stops with its trial
+        sampler = self.__dict__.get("_system_sampler")  # algos.rllib.system_metrics: its thread stops with its trial
         self.stop()  # Trainable.stop: the algorithm's cleanup (env runners, learner group) and its log files
         if sampler is not None:
             sampler.stop()

@@ -2,7 +2,7 @@
 
 The platform settles what depends on the hardware (resources the experiment left unset, the batch per
 learner and the lr of a preset's batch scaling) and hands the algorithm's builder plain values
-(`algos.spec.BuildInputs`); search domains are placed at their dotted paths first, so Tune resolves
+(`algos.inputs.BuildInputs`); search domains are placed at their dotted paths first, so Tune resolves
 them per trial.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from algos.spec import BuildInputs, Resources, SelectionRule, slice_sizes
+from algos.inputs import BuildInputs, Resources, SelectionRule, slice_sizes
 from algos.tree_path import set_value
 from experiments.config.experiment import ExperimentConfig
 from experiments.hardware import ResourcePlan
@@ -66,7 +66,7 @@ def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, A
     rule = SelectionRule(select.smooth, exp.spec.exploration_steps(exp.training) if select.after_exploration else 0)
     return BuildInputs(env_id=env_id, sections=sections, resources=resources, metric=exp.tune.metric,
                        mode=exp.tune.mode, seed=seed, has_vector_env=exp.family.has_vector_env, selection=rule,
-                       warm_start=exp.warm_start, greedy=exp.spec.greedy,
+                       warm_start=exp.warm_start, algorithm=exp.algorithm,
                        system_metrics_interval_s=exp.tracking.system_metrics_interval_s if exp.tracking.system_metrics
                        else None)
 
@@ -74,9 +74,9 @@ def build_inputs(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, A
 def build_config(exp: ExperimentConfig, plan: ResourcePlan, domains: dict[str, Any] | None = None,
                  seed: Any = None) -> Any:
     """The full RLlib AlgorithmConfig of one trial (or, with Tune domains inside, of a whole sweep)."""
-    return exp.spec.build(build_inputs(exp, plan, domains, seed))
+    return exp.spec.learner.build(build_inputs(exp, plan, domains, seed))
 
 
 def trainable(exp: ExperimentConfig) -> Any:
     """What Tune runs for this experiment (a registered algorithm name or an Algorithm class)."""
-    return exp.spec.trainable(exp.training.model_dump())
+    return exp.spec.learner.trainable(exp.training.model_dump())

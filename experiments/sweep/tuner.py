@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, ResultGrid, RunConfig, TuneConfig, Tuner
 
-from algos.common import SELECTION_SCORE
+from algos.rllib.config import SELECTION_SCORE
 from algos.tree_path import set_value, value_at
 from envs.errors import InputError
 from experiments.config.experiment import ExperimentConfig
@@ -129,7 +129,7 @@ def run_config(exp: ExperimentConfig, storage: Storage, tune_dir: str, callbacks
         failure_config=FailureConfig(max_failures=exp.tune.max_failures),
         checkpoint_config=CheckpointConfig(
             num_to_keep=None,
-            checkpoint_score_attribute=SELECTION_SCORE,  # tune.metric, flat (see algos.common.SELECTION_SCORE)
+            checkpoint_score_attribute=SELECTION_SCORE,  # tune.metric, flat (see algos.rllib.config.SELECTION_SCORE)
             checkpoint_score_order=exp.tune.mode,
             checkpoint_frequency=checkpoint.frequency,
             checkpoint_at_end=True,

@@ -18,7 +18,7 @@ from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
 from ray.tune import Callback
 
-from algos.system_metrics import NOTE_KEY as SYSTEM_NOTE_KEY
+from algos.rllib.system_metrics import NOTE_KEY as SYSTEM_NOTE_KEY
 from envs.datasets import DataPart
 from experiments.shell import tool_command
 from experiments.tracking.comparison_view import VIEW_KEY
@@ -214,7 +214,7 @@ class MlflowTrialCallback(Callback):
         run_id, step = self._run_for(trial), int(result.get("training_iteration", 0))
         if step <= self.last_step.get(run_id, 0):
             return
-        log_metrics(self.client, run_id, numeric_metrics(result), step=step)  # system/* too (algos/system_metrics)
+        log_metrics(self.client, run_id, numeric_metrics(result), step=step)  # system/* too (algos/rllib/)
         if result.get(SYSTEM_NOTE_KEY):
             self.client.set_tag(run_id, "system_metrics", str(result[SYSTEM_NOTE_KEY]))
         self.last_step[run_id] = step

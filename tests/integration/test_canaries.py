@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
+import envs
 from experiments.run import main
 from tests.conftest import REPO
 
-BASELINES = ("buy_and_hold", "flat", "sma_24_96")
+BASELINES = tuple(b.name for b in envs.family("trading/Spot-v0").baseline_table())  # read, never pinned
 
 
 def run_canary(name: str, out, joined: list[str]) -> dict[str, float]:

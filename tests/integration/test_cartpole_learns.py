@@ -1,5 +1,5 @@
 """conf/dqn_cartpole.yaml learns through the platform's own path (experiments.config.experiment -> hardware ->
-algos.dqn) with its `training.implementation: fast` (algos.fast_dqn.FastDQN, whose checkpoint
+algos.dqn.algorithm) with its `training.implementation: fast` (algos.dqn.fast_dqn.FastDQN, whose checkpoint
 experiments.results.policy loads). test_fast_learns_as_well.py compares it with stock RLlib DQN.
 
 Thresholds are modest returns reached well before "solved"; no wall-clock time is asserted.
@@ -38,7 +38,7 @@ def _train_until(algo, threshold: float) -> list[float]:
 
 def test_fast_dqn_learns_cartpole_and_its_checkpoint_loads(ray_session, tmp_path):
     from algos import algorithm
-    from algos.fast_dqn import FastDQN
+    from algos.dqn.fast_dqn import FastDQN
     from experiments.results.policy import MODULE_SUBPATH, load_module_policy
 
     algo = _config().build_algo()  # the conf says training.implementation: fast
@@ -50,7 +50,7 @@ def test_fast_dqn_learns_cartpole_and_its_checkpoint_loads(ray_session, tmp_path
         algo.stop()
     assert max(returns) >= THRESHOLD, returns
 
-    policy = load_module_policy(Path(checkpoint) / MODULE_SUBPATH, algorithm("dqn").greedy)
+    policy = load_module_policy(Path(checkpoint) / MODULE_SUBPATH, algorithm("dqn"))
     env = gym.make("CartPole-v1")
     total = 0.0
     for seed in range(3):
@@ -64,7 +64,7 @@ def test_fast_dqn_learns_cartpole_and_its_checkpoint_loads(ray_session, tmp_path
 
 
 def test_ppo_solves_cartpole_through_the_algorithm_table(ray_session, tmp_path):
-    """conf/ppo_cartpole.yaml (algos/ppo.py, the second entry of the algorithm table): RLlib's greedy evaluation
+    """conf/ppo_cartpole.yaml (algos/ppo/, the second entry of the algorithm table): RLlib's greedy evaluation
     reaches 475 (solved), and the checkpoint's greedy policy (PPO's rule: argmax of the logits) plays as well."""
     from algos import algorithm
     from experiments.config.load import load_experiment
@@ -86,7 +86,7 @@ def test_ppo_solves_cartpole_through_the_algorithm_table(ray_session, tmp_path):
     finally:
         algo.stop()
     assert max(returns) >= 475, returns
-    policy = load_module_policy(Path(checkpoint) / MODULE_SUBPATH, algorithm("ppo").greedy)
+    policy = load_module_policy(Path(checkpoint) / MODULE_SUBPATH, algorithm("ppo"))
     env = gym.make("CartPole-v1")
     played = []
     for seed in range(3):

@@ -10,7 +10,7 @@ import mlflow
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from algos.ensemble_policy import EnsemblePolicy
+from algos.export.ensemble_policy import EnsemblePolicy
 from envs.portfolio.baselines import BASELINES
 from experiments.paper import main as paper
 from experiments.run import main

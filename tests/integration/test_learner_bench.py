@@ -1,7 +1,7 @@
 """`python -m experiments.benchmark learner` runs with a tiny budget, and the benchmark imports neither Ray, mlflow
-nor pydantic: the update math it times needs torch alone (algos.learner_math, algos.losses); the direct learner's row,
-which needs both (its env and its module), runs in a child process. Each check runs in a fresh interpreter, so
-nothing this test session imported counts. No wall-clock time is asserted."""
+nor pydantic: the update math it times needs torch alone (algos.fast.learner_math, algos.fast.losses); the direct
+learner's row, which needs both (its env and its module), runs in a child process. Each check runs in a fresh
+interpreter, so nothing this test session imported counts. No wall-clock time is asserted."""
 from __future__ import annotations
 
 import json

@@ -242,7 +242,7 @@ def test_artifacts_and_the_registered_model_are_objects_in_the_bucket(team, trai
     for name in ("MLmodel", "policy_model.py", "requirements.txt", "input_example.json"):
         assert f"{model_dir}/{name}" in keys, sorted(k for k in keys if "/models/" in k)
     # The policy's numpy forward pass (no torch checkpoint) and the platform code it runs with
-    assert f"{model_dir}/artifacts/policy.npz" in keys and f"{model_dir}/code/algos/numpy_policy.py" in keys
+    assert f"{model_dir}/artifacts/policy.npz" in keys and f"{model_dir}/code/algos/export/numpy_policy.py" in keys
     mlmodel = team.s3.read(BUCKET, f"{model_dir}/MLmodel").decode()
     assert "python_function" in mlmodel and f"model_id: {logged_model.model_id}" in mlmodel
     # and nothing landed in a local artifact folder of the server

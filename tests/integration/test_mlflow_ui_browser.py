@@ -17,6 +17,7 @@ from typing import Iterator
 
 import pytest
 
+import envs
 from tests.conftest import REPO
 from tests.integration.api_smoke import second_sweep
 from tests.servers import mlflow_server as mlflow_server_on
@@ -33,7 +34,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--window-size=2560,1000"]
 SEARCHED = "training.n_step"  # conf/dqn_btc.yaml's search space (a smoke test samples one point per sweep)
 VALIDATION = "evaluation/env_runners/episode_return_mean"
-BASELINES = ("buy_and_hold", "flat", "sma_24_96")
+BASELINES = tuple(b.name for b in envs.family("trading/Spot-v0").baseline_table())  # read, never pinned
 
 
 @pytest.fixture(scope="module")

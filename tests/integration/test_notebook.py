@@ -46,8 +46,9 @@ def test_notebook_runs_headless_and_draws_figures(store, monkeypatch):
 
 def test_the_api_notebook_is_the_docs_example_and_its_run_is_whole(store):
     """The notebook's code cells (after its setup cell) are docs/api.md's Python blocks, so the documented example
-    is what CI runs; that run ended ok, drew the verdict, and did each expensive step once: one env build per fold in
-    the driver (the dry run's; registration reuses its observations) and one numpy export per scored checkpoint."""
+    is what CI runs; that run ended ok, printed nothing itself, drew the verdict, and did each expensive step once: one
+    env build per fold in the driver (the dry run's; registration reuses its observations) and one numpy export per
+    scored checkpoint."""
     import nbformat
 
     uri, _, out = store
@@ -57,6 +58,8 @@ def test_the_api_notebook_is_the_docs_example_and_its_run_is_whole(store):
     assert cells[1:] == blocks
     text = (out / "outputs.txt").read_text()
     assert re.search(r"^ok models:/dqn_btc-smoke/\d+ MLflow run \w+$", text, re.M), text[-3000:]
+    # api.run printed nothing (no callback): no trial table, verdict or closing line among the cells' outputs
+    assert not [said for said in ("Ray Tune sweep", "verdict over", "took ", "registered models:/") if said in text]
     assert int((out / "figures").read_text()) >= 1
     assert "buy_and_hold" in text and "sma_24_96" in text  # the verdict table, one row per baseline
     work = ast.literal_eval(re.search(r"\{'override_parses'.*?\}", text).group(0))

@@ -6,15 +6,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from algos.numpy_policy import NumpyPolicy, export_module
-from algos.ppo import SPEC as PPO_SPEC
-from algos.ppo import PPOTraining
-from algos.sac import SPEC as SAC_SPEC
-from algos.sac import SACTraining
-from algos.spec import BuildInputs
+import algos
+from algos.export.numpy_policy import NumpyPolicy
+from algos.inputs import BuildInputs
+from algos.ppo.algorithm import PPOTraining
+from algos.sac.algorithm import SACTraining
 from envs.portfolio.weights import scores_to_weights
 from tests.toy_universe import ASSETS, ENV_ID, KAPPA, PLANTED, PlantedUniverse
 from tests.trial_inputs import local_trial
+
+PPO, SAC = algos.algorithm("ppo"), algos.algorithm("sac")
 
 
 def _parameters(module: torch.nn.Module) -> int:
@@ -32,24 +33,24 @@ def _ppo(model: str) -> dict:
                        minibatch_size=64, num_epochs=4, use_kl_loss=False).model_dump()
 
 
-def _greedy_weights(algo, spec, observations: np.ndarray) -> np.ndarray:
+def _greedy_weights(algo, algorithm, observations: np.ndarray) -> np.ndarray:
     """The mean greedy weights (cash first) the scorer would hold on `observations`: the numpy policy's scores
     through the env's score-to-weight map."""
-    scores = NumpyPolicy.from_arrays(export_module(algo.get_module(), spec.greedy))(observations)
+    scores = NumpyPolicy.from_arrays(algorithm.export_numpy(algo.get_module()))(observations)
     return scores_to_weights(scores, observations[..., -1] > 0.5, "long_only", KAPPA).mean(axis=0)
 
 
 def test_ppo_with_the_shared_model_learns_to_overweight_the_asset_that_always_rises(ray_session):
-    algo = PPO_SPEC.build(_inputs(_ppo("shared_assets"))).build_algo()
+    algo = PPO.learner.build(_inputs(_ppo("shared_assets"))).build_algo()
     try:
         env = PlantedUniverse()
         observations = np.stack([env.reset(seed=seed)[0] for seed in range(64)])
-        start = _greedy_weights(algo, PPO_SPEC, observations)
+        start = _greedy_weights(algo, PPO, observations)
         assert abs(start[1 + PLANTED] - start[0]) < 0.02  # equal scores at first: no asset preferred
         for _ in range(10):
             learner = algo.train()["learners"]["default_policy"]
             assert np.isfinite(learner["total_loss"]) and np.isfinite(learner["vf_loss"])
-            weights = _greedy_weights(algo, PPO_SPEC, observations)
+            weights = _greedy_weights(algo, PPO, observations)
             if weights[1 + PLANTED] > 0.5:
                 break
         # Equal weights hold 0.2 of it; the planted asset now holds most of the book, more than cash or any other.
@@ -60,7 +61,7 @@ def test_ppo_with_the_shared_model_learns_to_overweight_the_asset_that_always_ri
 
 
 def test_the_flat_model_builds_and_trains_one_iteration(ray_session):
-    algo = PPO_SPEC.build(_inputs(_ppo("flat"))).build_algo()
+    algo = PPO.learner.build(_inputs(_ppo("flat"))).build_algo()
     try:
         before = _parameters(algo.get_module())
         learner = algo.train()["learners"]["default_policy"]
@@ -76,14 +77,14 @@ def test_sac_with_the_shared_model_trains_one_iteration(ray_session):
                            training_intensity=32).model_dump()
     inputs = _inputs(training)
     inputs.sections["reporting"]["min_sample_timesteps_per_iteration"] = 64
-    algo = SAC_SPEC.build(inputs).build_algo()
+    algo = SAC.learner.build(inputs).build_algo()
     try:
         learner = algo.train()["learners"]["default_policy"]
         assert all(np.isfinite(learner[key]) for key in ("qf_loss", "qf_twin_loss", "policy_loss", "alpha_loss"))
         assert learner["num_target_updates"] > 0  # the target Q nets (RLlib's, copied from ours) were updated
         # The env runner's module acts only: RLlib dropped its Q nets (InferenceOnlyAPI).
         assert type(algo.get_module()).__name__ == "PortfolioSACModule" and not hasattr(algo.get_module(), "qf")
-        weights = _greedy_weights(algo, SAC_SPEC, np.stack([PlantedUniverse().reset(seed=0)[0]]))
+        weights = _greedy_weights(algo, SAC, np.stack([PlantedUniverse().reset(seed=0)[0]]))
         assert weights.shape == (ASSETS + 1,) and abs(weights.sum() - 1.0) < 1e-9
     finally:
         algo.stop()

@@ -23,8 +23,8 @@ def s3(monkeypatch):
 
 
 def test_trials_start_from_the_champions_weights_from_a_folder_or_s3(operations_loop, s3, ray_session):
+    from experiments.api.options import RunOptions
     from experiments.api.preflight import preflight
-    from experiments.shell import terminal_console
     from experiments.sweep.rllib_config import build_config
 
     checkpoint = operations_loop.root / "runs" / "dqn_btc" / "retrain" / "champion-v1" / "best_checkpoint"
@@ -40,8 +40,8 @@ def test_trials_start_from_the_champions_weights_from_a_folder_or_s3(operations_
     for source in (str(checkpoint), f"s3://team/runs/dqn_btc/retrain/champion-v1?endpoint_override={s3.endpoint}"):
         checked = preflight(REPO / "conf" / "dqn_btc.yaml", [
             f"environment.env_config.data_path={operations_loop.data}", f"warm_start={source}",
-            "tune.checkpoint.select.after_exploration=false"], True, None, operations_loop.root / "warm",
-            fetch=False, console=terminal_console())
+            "tune.checkpoint.select.after_exploration=false"],
+            RunOptions(smoke_test=True, output=operations_loop.root / "warm"))
         algorithm = build_config(checked.exp, checked.plan, seed=7).build_algo()  # another seed than the champion's
         try:
             learner = algorithm.learner_group._learner.module["default_policy"].state_dict()

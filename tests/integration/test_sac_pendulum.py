@@ -1,7 +1,7 @@
-"""FastSAC (algos/fast_sac.py, the default for algorithm: sac) learns Pendulum-v1 through the platform's builder
-(SPEC.build on BuildInputs, local env runner and learner on CPU) at least as well as RLlib's own SAC, and its greedy
-policy, exported to numpy (algos.numpy_policy, SAC's greedy rule: tanh of the Gaussian's mean scaled to the Box),
-swings the pendulum up: a random policy averages about -1200 on the check episodes, solved is about -150.
+"""FastSAC (algos/sac/fast_sac.py, the default for algorithm: sac) learns Pendulum-v1 through the platform's builder
+(SACLearner.build on BuildInputs, local env runner and learner on CPU) at least as well as RLlib's own SAC, and its
+greedy policy, exported to numpy (algos.export.numpy_policy, SAC's greedy rule: tanh of the Gaussian's mean scaled to
+the Box), swings the pendulum up: a random policy averages about -1200 on the check episodes, solved is about -150.
 
 "As well" is sample efficiency, as tests/integration/test_fast_learns_as_well.py measures it for FastDQN: the greedy
 return on 5 check episodes after every iteration of 256 env steps, over a fixed budget of 20 iterations, averaged
@@ -19,9 +19,12 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from algos.sac import SPEC, SACTraining
-from algos.spec import BuildInputs
+import algos
+from algos.inputs import BuildInputs
+from algos.sac.algorithm import SACTraining
 from tests.trial_inputs import local_trial
+
+SAC = algos.algorithm("sac")
 
 ENV = "Pendulum-v1"
 ITERATIONS = 20
@@ -61,15 +64,15 @@ def _returns(policy, seeds) -> np.ndarray:
 
 def _learning_curve(implementation: str):
     """The greedy return on CHECK_SEEDS after each of ITERATIONS iterations, and the last greedy policy."""
-    from algos.numpy_policy import NumpyPolicy, export_module
+    from algos.export.numpy_policy import NumpyPolicy
 
-    algo = SPEC.build(_inputs(implementation)).build_algo()
+    algo = SAC.learner.build(_inputs(implementation)).build_algo()
     curve = []
     try:
         for _ in range(ITERATIONS):
             algo.train()
             # The env runner's module (synced to the learner's weights after every learner call): pi only.
-            policy = NumpyPolicy.from_arrays(export_module(algo.get_module(), SPEC.greedy))
+            policy = NumpyPolicy.from_arrays(SAC.export_numpy(algo.get_module()))
             curve.append(round(float(_returns(policy, CHECK_SEEDS).mean()), 1))
     finally:
         algo.stop()

@@ -12,9 +12,11 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+import envs
 from tests.conftest import REPO
 
 MODEL = "sac_btc-smoke"
+BASELINES = [b.name for b in envs.family("trading/Spot-v0").baseline_table()]  # headline first
 
 
 def _module(uri: str, name: str, *args: str) -> subprocess.CompletedProcess:
@@ -43,7 +45,7 @@ def test_the_smoke_run_ends_in_a_verdict_of_the_main_jobs_form(sac_run):
                   if r.data.tags.get("role") == "sweep")
     assert {"verdict/dsr/buy_and_hold", "verdict/dsr/flat", "verdict/agent_sharpe_mean"} <= set(parent.data.metrics)
     evaluation = pd.read_csv(client.download_artifacts(parent.info.run_id, "evaluation/evaluation.csv"), index_col=0)
-    assert list(evaluation.index) == ["agent", "buy_and_hold", "flat", "sma_24_96"]
+    assert list(evaluation.index) == ["agent", *BASELINES]  # a row per baseline of the family's table, in its order
     assert 0.0 <= evaluation.loc["agent", "exposure"] <= 1.0
 
 

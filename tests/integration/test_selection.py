@@ -19,11 +19,11 @@ CURVE = [1.0, 5.0, 14.15, 2.0, -1.57, 0.5]
 
 def _curve_trainable(score_key: str | None):
     """A class trainable, like RLlib's Algorithm: reports CURVE as RLlib nests it and saves a checkpoint
-    when Tune asks; `score_key`: also the flat copy that `algos.common.copy_selection_score` adds to every
+    when Tune asks; `score_key`: also the flat copy that `algos.rllib.config.copy_selection_score` adds to every
     RLlib result. Defined in a function so Ray ships it by value to its workers."""
     from ray import tune
 
-    from algos.common import copy_selection_score
+    from algos.rllib.config import copy_selection_score
 
     class Curve(tune.Trainable):
         def setup(self, config: dict) -> None:
@@ -74,7 +74,7 @@ def _fit(trainable, tmp_path: Path, score_attribute: str, tune_prunes: bool = Fa
 
 
 def test_keep_k_keeps_the_best_and_the_best_is_scored(ray_session, tmp_path):
-    from algos.common import SELECTION_SCORE
+    from algos.rllib.config import SELECTION_SCORE
     from experiments.records.checkpoints import best_checkpoint
 
     result = _fit(_curve_trainable(SELECTION_SCORE), tmp_path, SELECTION_SCORE)

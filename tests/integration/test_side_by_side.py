@@ -21,6 +21,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+import envs
+from envs.agents.testprio.evaluate import LEARNED_BASELINE
 from experiments.sweep.run_status import read_status
 from tests.conftest import REPO
 
@@ -95,7 +97,8 @@ def test_the_execution_agents_sweep_makes_nested_runs_and_a_table_of_the_agent_a
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id, "evaluation")}
     assert {"evaluation/evaluation.csv", "evaluation/evaluation.png"} <= artifacts
     table = pd.read_csv(client.download_artifacts(parents[0].info.run_id, "evaluation/evaluation.csv"), index_col=0)
-    assert list(table.index) == ["agent", "learning_to_rank", "recent_failures", "random", "optimal"]
+    baselines = [b.name for b in envs.family("agents/TestPrioritization-v0").baseline_table()]  # read, never pinned
+    assert list(table.index) == ["agent", LEARNED_BASELINE, *baselines]
     assert {"apfd", "napfd", "nrpa", "cycles"} <= set(table.columns)
     assert table["cycles"].nunique() == 1 and table.loc["agent", "cycles"] > 0  # every strategy on the same cycles
     assert table.loc["optimal", "apfd"] >= table[["apfd"]].max().max() - 1e-12

@@ -17,11 +17,14 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+import envs
 from envs.trading.env import SpotTradingEnv
+from experiments.api.serving import invocation_body
 from experiments.config.load import load_experiment
-from experiments.serve import invocation_body
 from tests.conftest import REPO
 from tests.servers import served_model
+
+BASELINES = [b.name for b in envs.family("trading/Spot-v0").baseline_table()]  # headline first
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +85,7 @@ def test_buy_and_hold_row_matches_hand_computation(smoke_run):
                   if r.data.tags.get("role") == "sweep")
     local = client.download_artifacts(parent.info.run_id, "evaluation/evaluation.csv")
     table = pd.read_csv(local, index_col=0)
-    assert list(table.index) == ["agent", "buy_and_hold", "flat", "sma_24_96"]
+    assert list(table.index) == ["agent", *BASELINES]  # a row per baseline of the family's table, in its order
     # The registered policy is the most recent fold's: its evaluation is on fold 3's test window.
     env = SpotTradingEnv({**load_experiment(REPO / "conf/dqn_btc.yaml").environment.env_config, "fold": 3,
                           "split": "test"})
@@ -228,7 +231,7 @@ def test_runs_carry_their_data_the_verdict_and_system_metrics(smoke_run):
     by_child = {(i.dataset.name, i.dataset.digest) for c in children for i in c.inputs.dataset_inputs}
     assert {(i.dataset.name, i.dataset.digest) for i in parent.inputs.dataset_inputs} == by_child
     assert len(by_child) == 6  # two folds: the same names, other rows
-    assert {parent.data.tags[f"verdict.{b}"] for b in ("buy_and_hold", "flat", "sma_24_96")} <= {
+    assert {parent.data.tags[f"verdict.{b}"] for b in BASELINES} <= {
         "supported", "not_supported"}
     assert parent.data.tags["ledger.attempt"] == "1" and len(parent.data.tags["ledger.key"]) == 16
     printed = (out / "stdout.txt").read_text()  # the trials ledger's first attempt on these windows

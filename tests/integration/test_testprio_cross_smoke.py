@@ -7,6 +7,8 @@ import mlflow
 import pandas as pd
 import pytest
 
+import envs
+from envs.agents.testprio.evaluate import LEARNED_BASELINE
 from experiments.run import main as run
 from experiments.transfer import main as transfer
 from tests.conftest import REPO
@@ -72,8 +74,9 @@ def test_transfer_scores_an_unseen_history_zero_shot_and_online(registered, tmp_
     code = transfer([model_uri, str(held_out), "--tracking-uri", uri, "--output", str(tmp_path / "scores")])
     assert code == 0
     table = pd.read_csv(tmp_path / "scores/iofrol_head.table.csv", index_col=0)
+    baselines = [b.name for b in envs.family("agents/TestPrioritizationPairwise-v0").baseline_table()]  # read
     assert list(table.index) == ["agent (zero-shot)", "online (from the cross-project model)", "online (cold start)",
-                                 "periodic retraining", "learning_to_rank", "recent_failures", "random", "optimal"]
+                                 "periodic retraining", LEARNED_BASELINE, *baselines]
     assert table.loc["optimal", "paper_apfd"] >= table["paper_apfd"].max() - 1e-12
     assert table["paper_cycles"].nunique() == 1 and table["paper_cycles"].iloc[0] > 20
     assert "NOT zero-shot" not in capsys.readouterr().out

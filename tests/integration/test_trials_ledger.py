@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from mlflow.tracking import MlflowClient
 
+import envs
 from tests.integration.api_smoke import second_sweep
 
-BASELINES = ("buy_and_hold", "flat", "sma_24_96")
+BASELINES = tuple(b.name for b in envs.family("trading/Spot-v0").baseline_table())  # read, never pinned
 
 
 def test_a_second_sweep_on_the_same_windows_is_attempt_2_deflated_by_the_ledger(tmp_path_factory, ray_cluster):

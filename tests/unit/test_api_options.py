@@ -54,12 +54,10 @@ def test_a_smoke_plan_parses_each_override_once_and_builds_each_fold_once():
 
 def test_the_dry_run_refuses_an_algorithm_it_could_not_register(monkeypatch, capsys):
     """Registration comes after the whole sweep; an algorithm whose policy it would refuse is refused by the dry run."""
-    import dataclasses
-
-    from algos import dqn
+    import algos
     from experiments.run import main
 
-    monkeypatch.setattr(dqn, "SPEC", dataclasses.replace(dqn.SPEC, export=None))
+    monkeypatch.setattr(algos.algorithm("dqn").learner, "numpy_layouts", None)
     assert main([str(REPO / "conf/dqn_cartpole.yaml"), "--dry-run"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: algorithm: dqn could not be registered") and error.count("\n") == 1

@@ -173,6 +173,23 @@ def test_the_cli_prints_sweeps_the_chosen_sweeps_trials_and_its_evaluation(store
     assert "ETH-USD_trial_0" in capsys.readouterr().out
 
 
+def test_api_compare_returns_the_tables_the_command_prints(store, capsys):
+    """The command prints `api.compare`'s tables (the sweeps' start, status and verdict; the trials by name with the
+    params that vary and the family's headline metrics) and writes `headline` as its CSV; the API prints nothing."""
+    from experiments import api
+
+    uri, _, _, sweeps = store
+    found = api.compare(uri, "exp", sweeps["BTC-USD"])
+    assert capsys.readouterr().out == ""
+    assert list(found.sweeps.index) == [sweeps["ETH-USD"], sweeps["BTC-USD"]]
+    assert list(found.sweeps["started"]) == [pd.Timestamp(2000, unit="ms"), pd.Timestamp(1000, unit="ms")]
+    assert list(found.sweeps["smoke_test"]) == [False, False] and list(found.sweeps["verdict"]) == ["", ""]
+    assert list(found.headline.index) == ["BTC-USD_trial_0", "BTC-USD_trial_1"]
+    assert {"training.lr", compare.TRAIN_RETURN, compare.EVAL_RETURN} <= set(found.headline.columns)
+    assert "training.gamma" not in found.headline.columns  # it did not vary
+    assert "0.0001" in found.as_text(found.headline)  # significant digits
+
+
 @pytest.mark.parametrize("args, fragment", [(["--experiment", "nope"], "known: ['Default', 'exp']"),
                                             (["--experiment", "exp", "--run", "abc"], "--run abc: no such sweep run")])
 def test_the_cli_names_what_is_missing_in_one_line(store, capsys, args, fragment):

@@ -308,7 +308,7 @@ def _sizer(width: int, seed: int = 0):
 def test_the_backtest_scores_a_constant_half_exposure_next_to_the_baselines(walk_file):
     config = {"data_path": walk_file, "positions": "continuous", "window": 8, "split_fractions": [0.6, 0.2, 0.2]}
     report = evaluate_policy(lambda obs: np.full((len(obs), 1), 0.5, dtype=np.float32), config)
-    assert list(report.table.index) == ["agent", "buy_and_hold", "flat", "sma_24_96"]
+    assert list(report.table.index) == ["agent", *(b.name for b in envs.family(ENV_ID).baseline_table())]
     agent, hold = report.table.loc["agent"], report.table.loc["buy_and_hold"]
     assert agent["trades"] == 1 and agent["target_exposure"] == 0.5
     assert agent["exposure"] != 0.5 and abs(agent["exposure"] - 0.5) < 0.1  # what was held drifted with the price

@@ -10,7 +10,7 @@ import envs
 from algos.direct.batches import geometric_start
 from envs.errors import InputError
 
-SPEC = algos.algorithm("direct")
+DIRECT = algos.algorithm("direct")
 SPOT = {"source": "synthetic", "positions": "continuous", "min_trade": 0.0, "window": 4}
 UNIVERSE = {"source": "synthetic", "synthetic_assets": 4, "synthetic_bars": 2000, "window": 5, "decision_interval": 4,
             "fee_bps": 10, "slippage_bps": 0,
@@ -18,11 +18,11 @@ UNIVERSE = {"source": "synthetic", "synthetic_assets": 4, "synthetic_bars": 2000
 
 
 def _training(**keys: object) -> object:
-    return SPEC.training_section(**keys)
+    return DIRECT.training_section(**keys)
 
 
 def _check(env_id: str, config: dict, **training: object) -> None:
-    SPEC.check_env(envs.make_env(env_id, config), env_id, _training(**training))
+    DIRECT.check_env(envs.make_env(env_id, config), env_id, _training(**training))
 
 
 def test_a_spot_env_with_continuous_positions_and_no_dead_band_is_accepted() -> None:
@@ -49,7 +49,7 @@ def test_what_the_direct_learner_cannot_train_is_refused_in_one_line(env_id: str
 def test_discrete_actions_are_not_among_its_action_spaces() -> None:
     import gymnasium as gym
 
-    assert not SPEC.supports(gym.spaces.Discrete(3)) and SPEC.supports(gym.spaces.Box(-1, 1, (3,)))
+    assert not DIRECT.supports(gym.spaces.Discrete(3)) and DIRECT.supports(gym.spaces.Box(-1, 1, (3,)))
 
 
 def test_geometric_starts_favour_the_recent_end_and_cover_every_start() -> None:

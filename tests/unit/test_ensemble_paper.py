@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from algos.ensemble_policy import EnsemblePolicy, ensemble_for
-from algos.numpy_policy import FORMAT, STRUCTURE_KEY, NumpyPolicy
+from algos.export.ensemble_policy import EnsemblePolicy, ensemble_for
+from algos.export.numpy_policy import FORMAT, STRUCTURE_KEY, NumpyPolicy
 from envs.portfolio.backtest import evaluate_policy as portfolio_backtest
 from envs.portfolio.paper import UniversePaper
 from envs.portfolio.universe_reader import UniverseReader

@@ -1,7 +1,7 @@
-"""algos.ensemble_policy: an ensemble decides by the mean of its members' Q-values (DQN), action probabilities (PPO),
-portfolio weights (mapped back to scores the env maps to exactly that mean) or target exposures (a Box), on hand-made
-members whose outputs are known; it saves and loads as one file, decides a row alike in any batch, and refuses one
-member or members that read different inputs in one line."""
+"""algos/export/ensemble_policy.py: an ensemble decides by the mean of its members' Q-values (DQN), action
+probabilities (PPO), portfolio weights (mapped back to scores the env maps to exactly that mean) or target exposures
+(a Box), on hand-made members whose outputs are known; it saves and loads as one file, decides a row alike in any
+batch, and refuses one member or members that read different inputs in one line."""
 from __future__ import annotations
 
 import json
@@ -9,14 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from algos.ensemble_policy import (
-    EnsemblePolicy,
-    WeightRule,
-    ensemble_for,
-    load_policy,
-    weights_to_scores,
-)
-from algos.numpy_policy import FORMAT, STRUCTURE_KEY, NumpyPolicy
+from algos.export.ensemble_policy import EnsemblePolicy, ensemble_for, load_policy
+from algos.export.numpy_policy import FORMAT, STRUCTURE_KEY, NumpyPolicy
+from algos.families.portfolio_weights import WeightRule, weights_to_scores
 from envs.errors import InputError
 from envs.portfolio.weights import scores_to_weights
 

@@ -1,4 +1,4 @@
-"""algos.losses.dqn_loss is RLlib's DQN loss: same loss value and TD errors as
+"""algos.fast.losses.dqn_loss is RLlib's DQN loss: same loss value and TD errors as
 `DQNTorchLearner.compute_loss_for_module` on the same forward outputs (no Ray session needed)."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_loss_and_td_errors_equal_rllibs(double_q, loss_name):
     from ray.rllib.utils.metrics import TD_ERROR_KEY
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-    from algos.losses import dqn_loss
+    from algos.fast.losses import dqn_loss
 
     config = DQNConfig().training(gamma=0.97, double_q=double_q, td_error_loss_fn=loss_name)
     batch, fwd = _batch_and_forward(seed=3)

@@ -1,11 +1,11 @@
-"""algos.fast_replay: the flat uniform and prioritized replay behind FastDQN, and algos.sum_tree (numpy only, no
+"""algos.fast.replay: the flat uniform and prioritized replay behind FastDQN, and algos.fast.sum_tree (numpy only, no
 Ray)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from algos.fast_replay import FlatReplayBuffer
+from algos.fast.replay import FlatReplayBuffer
 
 GAMMA = 0.5
 
@@ -90,7 +90,7 @@ def test_sum_tree_sampling_frequencies_match_the_priorities():
     """A chi-square test on a fixed tree: 200k proportional draws against p_i / sum(p)."""
     from scipy import stats
 
-    from algos.sum_tree import SumTree
+    from algos.fast.sum_tree import SumTree
 
     priorities = np.array([5.0, 0.0, 1.0, 3.0, 0.5, 2.5, 0.0, 8.0, 1.0])  # 9 leaves: not a power of two
     tree = SumTree(len(priorities))
@@ -109,7 +109,7 @@ def test_sum_tree_sampling_frequencies_match_the_priorities():
 
 
 def test_sum_tree_never_returns_an_empty_leaf_at_the_top_of_the_range():
-    from algos.sum_tree import SumTree
+    from algos.fast.sum_tree import SumTree
 
     tree = SumTree(6)
     tree.set(np.array([0, 1, 2]), np.array([0.1, 0.2, 0.3]))
@@ -119,7 +119,7 @@ def test_sum_tree_never_returns_an_empty_leaf_at_the_top_of_the_range():
 
 
 def per_buffer(capacity=100, **kwargs):
-    from algos.fast_replay import PrioritizedFlatReplayBuffer
+    from algos.fast.replay import PrioritizedFlatReplayBuffer
 
     return PrioritizedFlatReplayBuffer(capacity=capacity, seed=0, **kwargs)
 
@@ -189,7 +189,7 @@ def test_update_priorities_rejects_mismatched_lengths():
 
 
 def test_sum_tree_sums_stay_exact_after_many_batched_updates():
-    from algos.sum_tree import SumTree
+    from algos.fast.sum_tree import SumTree
 
     rng = np.random.default_rng(0)
     tree = SumTree(1000)

@@ -1,5 +1,5 @@
 """FastSAC's learner computes what RLlib's SAC learner computes: on one batch, from the same weights and the same
-random stream, `algos.losses.sac_forward` + `sac_loss` give RLlib's four losses and TD errors, and FastSAC's one
+random stream, `algos.fast.losses.sac_forward` + `sac_loss` give RLlib's four losses and TD errors, and FastSAC's one
 backward pass gives every optimizer the gradient RLlib's four backward passes give; a call of
 `update_minibatches` then moves the weights as RLlib's optimizers would (no Ray session: learners built locally)."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ ACTION_SPACE = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 def _learner(fast: bool, twin_q: bool, grad_clip: float | None = None):
     from ray.rllib.algorithms.sac import SACConfig
 
-    from algos.fast_sac import FastSACConfig
+    from algos.sac.fast_sac import FastSACConfig
 
     config = (FastSACConfig() if fast else SACConfig()).environment(
         observation_space=OBS_SPACE, action_space=ACTION_SPACE).training(
@@ -55,7 +55,7 @@ def _tensors(batch):
 def test_losses_and_gradients_equal_rllibs(twin_q):
     from ray.rllib.utils.metrics import TD_ERROR_KEY
 
-    from algos.losses import sac_loss
+    from algos.fast.losses import sac_loss
 
     stock, fast = _pair(twin_q)
     batch = _tensors(_batch(64, seed=1))

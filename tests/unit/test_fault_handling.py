@@ -221,7 +221,7 @@ def fake_trial(trial_id: str, scores: list[float]):
 
 
 def test_a_checkpoint_goes_only_when_no_saved_state_can_name_it(storage):
-    from algos.common import SELECTION_SCORE
+    from algos.rllib.config import SELECTION_SCORE
     from experiments.storage.checkpoint_pruning import CheckpointPruner
 
     assert SELECTION_SCORE == "selection_score"

@@ -101,9 +101,10 @@ def test_no_two_test_modules_share_a_name():
 
 def room_of(module: str) -> str | None:
     """The room of a module under experiments/ (`experiments.sweep.tuner` -> `sweep`); None for the commands at the
-    top (`experiments.run`), which stand on the rooms and are no room."""
+    top (`experiments.run`) and a room's own command (`experiments.hardware.__main__`), which stand on the rooms and
+    the API and are no room."""
     parts = module.split(".")
-    if parts[0] != "experiments" or len(parts) < 2:
+    if parts[0] != "experiments" or len(parts) < 2 or parts[-1] == "__main__":
         return None
     return parts[1] if (REPO / "experiments" / parts[1]).is_dir() else None
 
@@ -137,7 +138,6 @@ CHILD_PROCESSES = {
     "experiments/api/child_process.py": "a side-by-side experiment in its own process (failure and memory isolation)",
     "experiments/run.py": "--cross-cpu restarts this same command with pinned kernels before numpy loads",
     "experiments/cross_cpu.py": "--cross-cpu restarts this same command with pinned kernels before numpy loads",
-    "experiments/hardware/__main__.py": "the package's entry point runs its own command",
     "experiments/benchmark/cli_bench.py": "measures the command-line start of a dry run, as a user types it",
     "experiments/benchmark/operations_bench.py": "times each operations command as a user types it, and serves",
     "experiments/benchmark/jobs_bench.py": "times the main job and its SAC twin from the command line, as a new user "

@@ -1,14 +1,16 @@
-"""algos.numpy_policy computes what RLlib's torch forward_inference computes: real DQN and PPO RLModules built
-from their configs (untrained, no Ray cluster), 500 env-like observations each; the result for one observation
-does not depend on its batch, bit for bit; a saved policy loads to the same bits; anything else is refused."""
+"""The numpy export (algos/export/) computes what RLlib's torch forward_inference computes: real DQN and PPO RLModules
+built from their configs (untrained, no Ray cluster), 500 env-like observations each; the result for one observation
+does not depend on its batch, bit for bit; a saved policy loads to the same bits; anything else is refused.
+
+And every algorithm x model of the table (tests/network_cases.py): its module, as its own learner builds it, on
+random weights and random inputs, exports to a numpy policy whose outputs and greedy actions are the module's, or its
+export is refused in one line; a pair of the table with neither case fails the coverage test."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import subprocess
 import sys
-import types
 
 import gymnasium as gym
 import numpy as np
@@ -16,12 +18,14 @@ import pytest
 import torch
 
 import algos
-from algos.dqn import SPEC as DQN_SPEC
-from algos.numpy_policy import CHUNK_ROWS, STRUCTURE_KEY, NumpyPolicy, export_module
-from algos.ppo import SPEC as PPO_SPEC
-from algos.spec import GreedyRule, check_servable
+from algos.base import check_servable
+from algos.export.mlp_numpy import CHUNK_ROWS
+from algos.export.numpy_policy import STRUCTURE_KEY, NumpyPolicy
+from algos.greedy import GreedyRule
 from envs.errors import InputError
+from tests import network_cases
 from tests.conftest import REPO
+from tests.network_cases import DEFAULT, Case
 
 OBSERVATION_SIZE = 194  # the trading env's: clipped z-scores, then a one-hot position
 POSITIONS = 3
@@ -84,8 +88,7 @@ CASES = {
 def case(request):
     algorithm, training, model_config = CASES[request.param]
     module = _module(algorithm, training, model_config)
-    spec = DQN_SPEC if algorithm == "dqn" else PPO_SPEC
-    return module, NumpyPolicy.from_arrays(export_module(module, spec.greedy))
+    return module, NumpyPolicy.from_arrays(algos.algorithm(algorithm).export_numpy(module))
 
 
 def test_outputs_and_actions_match_torch(case):
@@ -146,16 +149,15 @@ def test_a_saved_policy_loads_to_the_same_bits(case, tmp_path):
 ])
 def test_an_unsupported_module_is_refused_in_one_line(what, algorithm, training, model_config, action_space):
     module = _module(algorithm, training, model_config, action_space)
-    spec = DQN_SPEC if algorithm == "dqn" else PPO_SPEC
     with pytest.raises(InputError) as refusal:
-        export_module(module, spec.greedy)
+        algos.algorithm(algorithm).export_numpy(module)
     message = str(refusal.value)
     assert what in message and "scored with torch" in message and "\n" not in message
 
 
-def test_a_greedy_rule_that_does_not_fit_the_module_is_refused():
-    with pytest.raises(InputError, match="greedy rule"):
-        export_module(_module("dqn"), PPO_SPEC.greedy)
+def test_a_module_another_algorithm_trains_is_refused():
+    with pytest.raises(InputError, match="RLModule class DefaultDQNTorchRLModule is not supported"):
+        algos.algorithm("ppo").export_numpy(_module("dqn"))
 
 
 def test_a_damaged_or_foreign_file_is_refused_in_one_line(case, tmp_path):
@@ -175,7 +177,7 @@ def test_a_damaged_or_foreign_file_is_refused_in_one_line(case, tmp_path):
 
 
 def test_the_numpy_policy_imports_neither_torch_nor_ray():
-    code = ("import sys, algos.numpy_policy; "
+    code = ("import sys, algos.export.numpy_policy; "
             "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             cwd=REPO, check=False)
@@ -183,23 +185,25 @@ def test_the_numpy_policy_imports_neither_torch_nor_ray():
     assert result.stdout.strip() == "[]"
 
 
+class _MadeUpDQN(type(algos.algorithm("dqn"))):  # DQN's learner and module, a rule of its own
+    name = "made_up_dqn"
+    greedy = GreedyRule(output="qf_preds", argmax=True)
+
+
 def test_an_algorithm_is_served_from_its_table_entry_alone(monkeypatch):
-    """A new algorithm that trains DQN's module with a rule of its own is one entry (its module's SPEC): numpy_policy
-    exports it under its name, and serves it while, and only while, the table has it."""
-    rule = GreedyRule(output="qf_preds", argmax=True)
-    entry = types.ModuleType("made_up_dqn")
-    entry.SPEC = dataclasses.replace(DQN_SPEC, name="made_up_dqn", greedy=rule)
-    monkeypatch.setitem(sys.modules, "made_up_dqn", entry)
-    monkeypatch.setitem(algos.ALGORITHMS, "made_up_dqn", "made_up_dqn")
-    check_servable("made_up_dqn", entry.SPEC)
+    """A new algorithm that trains DQN's module with a rule of its own is one entry (its Algorithm object): its export
+    names it, and the numpy policy serves it while, and only while, the table has it."""
+    entry = _MadeUpDQN()
+    monkeypatch.setitem(algos.ALGORITHMS, "made_up_dqn", entry)
+    check_servable("made_up_dqn", entry)
     module = _module("dqn")
-    policy = NumpyPolicy.from_arrays(export_module(module, rule))
-    dqn = NumpyPolicy.from_arrays(export_module(module, DQN_SPEC.greedy))
-    assert policy.algorithm == "made_up_dqn" and dqn.algorithm == "dqn"  # each algorithm's rule picks its name
+    policy = NumpyPolicy.from_arrays(entry.export_numpy(module))
+    dqn = NumpyPolicy.from_arrays(algos.algorithm("dqn").export_numpy(module))
+    assert policy.algorithm == "made_up_dqn" and dqn.algorithm == "dqn"  # each entry's export names itself
     observations = _observations(64)
     assert np.array_equal(policy(observations), dqn(observations))
     monkeypatch.delitem(algos.ALGORITHMS, "made_up_dqn")
-    servable = sorted(name for name in algos.ALGORITHMS if algos.algorithm(name).export is not None)
+    servable = sorted(name for name, entry in algos.ALGORITHMS.items() if entry.learner.numpy_layouts is not None)
     with pytest.raises(InputError, match=re.escape(f"numpy policy algorithm 'made_up_dqn' is not one of {servable}")):
         NumpyPolicy.from_arrays(policy.to_arrays())
 
@@ -236,7 +240,7 @@ def test_a_file_exported_before_the_table_carried_the_exports_still_loads(name, 
 
 
 def test_a_portfolio_file_of_an_algorithm_without_a_portfolio_export_is_refused():
-    arrays = export_module(_module("dqn"), DQN_SPEC.greedy)
+    arrays = algos.algorithm("dqn").export_numpy(_module("dqn"))
     structure = json.loads(str(arrays[STRUCTURE_KEY][()]))
     arrays[STRUCTURE_KEY] = np.array(json.dumps({**structure, "layout": "portfolio"}))
     with pytest.raises(InputError, match="are not a portfolio DQN's \\(it exports none\\)"):
@@ -247,14 +251,12 @@ def test_a_gaussian_head_that_clips_its_log_stds_exports_with_the_clip():
     """The direct learner acts in a 1-d Box with PPO's module, whose pi head clips its log-stds: the export carries the
     clip as an op, its outputs equal torch's (means and clipped log-stds), and the greedy exposure is the mean in the
     Box, as trained."""
-    from algos.direct.spec import SPEC as DIRECT_SPEC
-
     space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
     module = _module("ppo", None, {"fcnet_hiddens": [32]}, action_space=space)
     assert module.pi.clip_log_std
     with torch.no_grad():  # log-stds beyond the clip, so the op has work to do
         module.pi.net.mlp[-1].bias[1] = 50.0
-    policy = NumpyPolicy.from_arrays(export_module(module, DIRECT_SPEC.greedy))
+    policy = NumpyPolicy.from_arrays(algos.algorithm("direct").export_numpy(module))
     assert policy.algorithm == "direct"
     observations = _observations(50)
     with torch.no_grad():
@@ -263,3 +265,107 @@ def test_a_gaussian_head_that_clips_its_log_stds_exports_with_the_clip():
     assert float(np.abs(outputs - expected).max()) <= 1e-5 * float(np.abs(expected).max())
     assert float(expected[:, 1].max()) < 50.0  # torch clipped them
     np.testing.assert_allclose(policy(observations)[:, 0], np.clip((expected[:, 0] + 1.0) / 2.0, 0.0, 1.0), atol=1e-6)
+
+
+# --- Every algorithm x model of the table (tests/network_cases.py): the export is the module, or it is refused
+
+def _portfolio_cases(algorithm: str) -> dict[str, Case]:
+    """An algorithm's two portfolio models: the shared net sized by training.model_hiddens (tanh), the flat one at its
+    default sizes (swish)."""
+    shared = Case(algorithm, "shared_assets", "box", {"model_hiddens": [16, 8]}, {"fcnet_activation": "tanh"})
+    flat = Case(algorithm, "flat", "box", {}, {"fcnet_activation": "swish"})
+    return {f"{algorithm}, shared_assets [16, 8] tanh": shared, f"{algorithm}, flat, swish": flat}
+
+
+# Variants of each pair where the export has a branch: dueling or not, every rl_module.fcnet_activation, head layers,
+# twin Q (SAC's critics are not exported: the policy net must be found all the same).
+EXPORT_CASES: dict[str, Case] = {
+    "dqn, dueling, relu": Case("dqn", DEFAULT, "discrete"),
+    "dqn, not dueling, swish, head [16]": Case("dqn", DEFAULT, "discrete", {"dueling": False},
+                                               {"fcnet_activation": "swish", "head_fcnet_hiddens": [16]}),
+    "dqn, dueling, linear [32]": Case("dqn", DEFAULT, "discrete", {}, {"fcnet_hiddens": [32],
+                                                                       "fcnet_activation": "linear"}),
+    "ppo, tanh": Case("ppo", DEFAULT, "discrete", {}, {"fcnet_activation": "tanh"}),
+    "ppo, linear, head [16]": Case("ppo", DEFAULT, "discrete", {}, {"fcnet_activation": "linear",
+                                                                     "head_fcnet_hiddens": [16]}),
+    "sac, relu": Case("sac", DEFAULT, "box"),
+    "sac, no twin Q, tanh, head [8]": Case("sac", DEFAULT, "box", {"twin_q": False},
+                                           {"fcnet_activation": "tanh", "head_fcnet_hiddens": [8]}),
+    "direct, relu": Case("direct", DEFAULT, "box"),
+    "direct, swish, head [8]": Case("direct", DEFAULT, "box", {}, {"fcnet_activation": "swish",
+                                                                    "head_fcnet_hiddens": [8]}),
+    **_portfolio_cases("ppo"),
+    **_portfolio_cases("sac"),
+    **_portfolio_cases("direct"),
+}
+# Pairs of the table whose module the export refuses, with the refusal's words: the run is scored with torch, and
+# cannot be registered or served.
+EXPORT_REFUSALS: dict[tuple[str, str, str], str] = {
+    # PPO's default module on a Box: a diagonal Gaussian with a free log-std head (PPO's portfolio module is served).
+    ("ppo", DEFAULT, "box"): "action space Box",
+}
+
+
+def _forward_inference(module, observations: np.ndarray) -> tuple[dict, np.ndarray]:
+    """forward_inference's output, and the raw outputs the export gives: action_dist_inputs (logits, or a Gaussian's
+    means then log-stds), or DQN's Q-values (its forward_inference returns only their argmax)."""
+    batch = {"obs": torch.as_tensor(observations)}
+    with torch.no_grad():
+        out = module.forward_inference(batch)
+        raw = out["action_dist_inputs"] if "action_dist_inputs" in out else module.compute_q_values(batch)["qf_preds"]
+    return out, raw.numpy()
+
+
+@pytest.mark.parametrize("name", list(EXPORT_CASES))
+def test_every_algorithm_and_model_exports_the_outputs_and_actions_of_its_module(name):
+    case = EXPORT_CASES[name]
+    entry = algos.algorithm(case.algorithm)
+    module = network_cases.module(case)
+    policy = NumpyPolicy.from_arrays(entry.export_numpy(module))
+    assert policy.algorithm == case.algorithm and policy.portfolio == (case.model != DEFAULT)
+    # A shared-weights model runs on any number of assets: on another N too, with the same weights.
+    universes = (network_cases.ASSETS, 9) if case.model == "shared_assets" else (network_cases.ASSETS,)
+    for assets in universes:
+        observations = network_cases.observations(case, 300, seed=assets, assets=assets)
+        out, expected = _forward_inference(module, observations)
+        outputs = policy.outputs(observations)
+        scale = float(np.abs(expected).max())
+        assert outputs.dtype == np.float32 and outputs.shape == expected.shape and scale > 0.5  # power: not all ~0
+        assert float(np.abs(outputs - expected).max()) <= 1e-5 * max(scale, 1.0), name
+        space = network_cases.spaces(case, assets)[1]
+        expected_actions = np.asarray(entry.greedy.actions(out, space))
+        actions = policy(observations)
+        if case.kind == "discrete":
+            top_two = np.sort(expected, axis=1)[:, -2:]
+            clear = top_two[:, 1] - top_two[:, 0] > TIE  # off a near-tie, the argmax is the same action
+            assert actions.dtype == np.int64 and np.array_equal(actions[clear], expected_actions[clear])
+            assert clear.mean() > 0.99 and len(np.unique(expected_actions)) > 1
+        else:
+            assert actions.dtype == np.float32 and actions.shape == expected_actions.shape
+            np.testing.assert_allclose(actions, expected_actions, rtol=0, atol=1e-5)
+            assert float(np.ptp(expected_actions)) > 0.1  # the actions vary, so equal actions say something
+
+
+@pytest.mark.parametrize("pair", list(EXPORT_REFUSALS))
+def test_a_pair_the_export_does_not_serve_is_refused_in_one_line(pair):
+    module = network_cases.module(Case(*pair))
+    with pytest.raises(InputError) as refusal:
+        algos.algorithm(pair[0]).export_numpy(module)
+    message = str(refusal.value)
+    assert EXPORT_REFUSALS[pair] in message and "scored with torch" in message and "\n" not in message
+
+
+def test_every_algorithm_and_model_of_the_table_has_an_export_case():
+    """A new algorithm, model or action kind in the table fails here until EXPORT_CASES (or EXPORT_REFUSALS) has it;
+    a case of a pair the table no longer has fails too."""
+    covered = [case.pair for case in EXPORT_CASES.values()] + list(EXPORT_REFUSALS)
+    assert network_cases.uncovered(covered) == []
+    assert sorted(set(covered) - network_cases.table_pairs()) == []
+    assert not set(EXPORT_REFUSALS) & {case.pair for case in EXPORT_CASES.values()}
+
+
+def test_the_coverage_test_sees_a_new_algorithm(monkeypatch):
+    """The coverage above has power: an entry added to the table is a pair no case covers."""
+    monkeypatch.setitem(algos.ALGORITHMS, "made_up_dqn", _MadeUpDQN())
+    assert network_cases.uncovered(case.pair for case in EXPORT_CASES.values()) == [
+        ("made_up_dqn", DEFAULT, "discrete"), *sorted(EXPORT_REFUSALS)]

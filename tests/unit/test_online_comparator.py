@@ -1,4 +1,4 @@
-"""algos.online_comparator: the torch copy of an exported pairwise DQN computes what NumpyPolicy computes
+"""algos.families.testprio_online: the torch copy of an exported pairwise DQN computes what NumpyPolicy computes
 (real, tiny RLlib DQN modules, untrained, no Ray cluster); a cold comparator learns online on a synthetic CI
 stream where failures are predictable from one feature, and so does the periodic retrainer, which refits only
 at multiples of `every`; updates on cycles with nothing to learn change nothing; a fork is independent."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from algos.numpy_policy import NumpyPolicy
-from algos.online_comparator import OnlineComparator, PeriodicRetrainer
+from algos.export.numpy_policy import NumpyPolicy
+from algos.families.testprio_online import OnlineComparator, PeriodicRetrainer
 from envs.agents.testprio.metrics import apfd
 from envs.agents.testprio.ranking import rank_pairwise
 from envs.errors import InputError
@@ -34,8 +34,7 @@ def _dqn_policy(training: dict | None = None, model_config: dict | None = None) 
     """An untrained RLlib DQN module for the pairwise env's observations, exported as the platform exports."""
     from ray.rllib.algorithms.dqn import DQNConfig
 
-    from algos.dqn import SPEC
-    from algos.numpy_policy import export_module
+    import algos
 
     config = DQNConfig().environment(
         observation_space=gym.spaces.Box(-5, 5, (2 * FEATURES,), np.float32),
@@ -47,7 +46,7 @@ def _dqn_policy(training: dict | None = None, model_config: dict | None = None) 
     torch.manual_seed(0)  # weights under which every case below takes both actions on _observations
     module = config.get_rl_module_spec().build()
     module.eval()
-    return NumpyPolicy.from_arrays(export_module(module, SPEC.greedy))
+    return NumpyPolicy.from_arrays(algos.algorithm("dqn").export_numpy(module))
 
 
 def _observations(rows: int, seed: int = 0) -> np.ndarray:
@@ -81,13 +80,12 @@ def test_from_policy_computes_what_the_numpy_policy_computes(training, model_con
 def test_from_policy_refuses_what_it_cannot_copy_in_one_line():
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from algos.numpy_policy import export_module
-    from algos.ppo import SPEC as PPO_SPEC
+    import algos
 
     ppo = PPOConfig().environment(observation_space=gym.spaces.Box(-5, 5, (4,), np.float32),
                                   action_space=gym.spaces.Discrete(2)).get_rl_module_spec().build()
     with pytest.raises(InputError, match="PPO policy") as refusal:
-        OnlineComparator.from_policy(NumpyPolicy.from_arrays(export_module(ppo, PPO_SPEC.greedy)))
+        OnlineComparator.from_policy(NumpyPolicy.from_arrays(algos.algorithm("ppo").export_numpy(ppo)))
     assert "\n" not in str(refusal.value)
     arrays = _dqn_policy().to_arrays()  # a DQN of three actions: its own af head, widened
     structure = str(arrays["structure"][()]).replace('"num_actions": 2', '"num_actions": 3')

@@ -135,9 +135,9 @@ def test_searched_env_key_is_drawn_once_for_training_and_evaluation():
 
 @pytest.mark.parametrize("conf", ["dqn_btc.yaml", "ppo_btc.yaml", "sac_pendulum.yaml"])
 def test_every_algorithm_samples_its_trials_system_metrics_unless_switched_off(conf):
-    """algos/system_metrics.py: the trial's own process samples at the configured interval; the switch removes it
+    """algos/rllib/system_metrics.py: the trial's own process samples at the configured interval; the switch removes it
     and leaves the selection score's callback."""
-    from algos.system_metrics import attach_samples, start_sampling
+    from algos.rllib.system_metrics import attach_samples, start_sampling
 
     _, _, on, _ = bundles_for("cpu", conf, ["tracking.system_metrics_interval_s=2.5"])
     [sampling] = [c for c in on.callbacks_on_algorithm_init if c.func is start_sampling]

@@ -120,8 +120,9 @@ def test_a_changed_setting_is_a_change_of_configuration_and_where_the_bars_are_i
     logged = champion_params()
     moved = {**logged, "environment.env_config.data_path": "/elsewhere.parquet",
              "environment.env_config.protocol.type": "refit", "environment.env_config.fold": "0"}
-    assert configuration_changes(logged, moved) == []
-    assert configuration_changes(logged, {**logged, "training.lr": "0.001"}) == ["training.lr 0.0005 -> 0.001"]
+    assert configuration_changes(logged, moved, ["data_path"]) == []
+    assert configuration_changes(logged, {**logged, "training.lr": "0.001"}, ["data_path"]) == [
+        "training.lr 0.0005 -> 0.001"]
 
 
 # --- Paper trading a refit over the bars after its last training bar

@@ -1,4 +1,4 @@
-"""algos/sac.py, the third entry of the algorithm table, and what it brought to the shared seams: the action spaces
+"""algos/sac/, the third entry of the algorithm table, and what it brought to the shared seams: the action spaces
 each algorithm declares, the greedy rule of a squashed Gaussian (tanh of the mean, scaled to the Box) next to the
 unchanged DQN and PPO rules, and the numpy export of SAC's policy network, checked against torch."""
 from __future__ import annotations
@@ -10,14 +10,15 @@ import torch
 from pydantic import ValidationError
 
 import algos
-from algos.dqn import SPEC as DQN_SPEC
-from algos.numpy_policy import BOUNDS, NumpyPolicy, export_module
-from algos.ppo import SPEC as PPO_SPEC
-from algos.sac import SPEC as SAC_SPEC
-from algos.sac import SACTraining
-from algos.spec import AlgorithmSpec, BuildInputs, GreedyRule, Resources
+from algos.base import Algorithm
+from algos.export.numpy_policy import BOUNDS, NumpyPolicy
+from algos.greedy import GreedyRule
+from algos.inputs import BuildInputs, Resources
+from algos.sac.algorithm import SACTraining
 from envs.errors import InputError
 from envs.validation import describe_validation_error
+
+DQN, PPO, SAC = (algos.algorithm(name) for name in ("dqn", "ppo", "sac"))
 
 OBSERVATION_SIZE = 7
 ROWS = 500
@@ -52,13 +53,15 @@ def _refusal(section: dict) -> str:
 
 
 def test_the_table_entry_resolves_to_sac():
-    spec = algos.algorithm("sac")
-    assert spec is SAC_SPEC and spec.name == "sac" and spec.training_section is SACTraining
-    from algos.fast_sac import FastSAC
+    entry = algos.ALGORITHMS["sac"]
+    assert entry is SAC and entry.name == "sac" and entry.training_section is SACTraining
+    from algos.sac.fast_sac import FastSAC
 
-    assert spec.trainable(SACTraining().model_dump()) is FastSAC  # the default: implementation fast
-    assert spec.trainable(SACTraining(implementation="rllib").model_dump()) == "SAC"
-    assert spec.reports("learners/default_policy/alpha_value") and spec.reports("replay_buffer/num_env_steps_stored")
+    learner = entry.learner
+    assert learner.trainable(SACTraining().model_dump()) is FastSAC  # the default: implementation fast
+    assert learner.trainable(SACTraining(implementation="rllib").model_dump()) == "SAC"
+    assert learner.reports("learners/default_policy/alpha_value")
+    assert learner.reports("replay_buffer/num_env_steps_stored")
 
 
 @pytest.mark.parametrize("section, message", [
@@ -83,7 +86,7 @@ def test_target_entropy_takes_auto_or_a_number():
 def test_build_returns_an_sac_config_with_lr_driving_every_optimizer():
     from ray.rllib.algorithms.sac import SACConfig
 
-    config = SAC_SPEC.build(_inputs({"lr": 1e-3, "alpha_lr": 1e-4, "replay_buffer_capacity": 5000,
+    config = SAC.learner.build(_inputs({"lr": 1e-3, "alpha_lr": 1e-4, "replay_buffer_capacity": 5000,
                                      "training_intensity": 64, "twin_q": False}))
     assert isinstance(config, SACConfig) and config.env == "Pendulum-v1"
     assert (config.actor_lr, config.critic_lr, config.alpha_lr) == (1e-3, 1e-3, 1e-4)
@@ -95,8 +98,8 @@ def test_build_returns_an_sac_config_with_lr_driving_every_optimizer():
 
 
 def test_the_replay_ratio_is_the_intensity_or_one_batch_per_sample_call():
-    assert SAC_SPEC.replay_ratio(SACTraining(training_intensity=64), 4, 1) == 64
-    assert SAC_SPEC.replay_ratio(SACTraining(), 4, 2) == 256 / 8
+    assert SAC.replay_ratio(SACTraining(training_intensity=64), 4, 1) == 64
+    assert SAC.replay_ratio(SACTraining(), 4, 2) == 256 / 8
 
 
 def _squashed(means: list[list[float]]) -> dict[str, np.ndarray]:
@@ -106,7 +109,7 @@ def _squashed(means: list[list[float]]) -> dict[str, np.ndarray]:
 
 
 def test_the_squash_rule_maps_means_to_tanh_scaled_actions_in_the_box():
-    rule = SAC_SPEC.greedy
+    rule = SAC.greedy
     out = _squashed([[0.0, 0.0, 0.0], [30.0, 30.0, 30.0], [-30.0, -30.0, -30.0], [0.5, -1.0, 2.0]])
     actions = rule.actions(out, BOX)
     assert actions.dtype == np.float32 and actions.shape == (4, 3)
@@ -124,32 +127,32 @@ def test_the_squash_rule_maps_means_to_tanh_scaled_actions_in_the_box():
 
 def test_the_squash_rule_keeps_torch_tensors_torch():
     out = _squashed([[0.5, -1.0, 2.0]])
-    tensor = SAC_SPEC.greedy.actions({"action_dist_inputs": torch.as_tensor(out["action_dist_inputs"])}, BOX)
+    tensor = SAC.greedy.actions({"action_dist_inputs": torch.as_tensor(out["action_dist_inputs"])}, BOX)
     assert isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32
-    np.testing.assert_allclose(tensor.numpy(), SAC_SPEC.greedy.actions(out, BOX), rtol=1e-6)
+    np.testing.assert_allclose(tensor.numpy(), SAC.greedy.actions(out, BOX), rtol=1e-6)
 
 
 def test_the_dqn_and_ppo_rules_are_unchanged():
-    assert DQN_SPEC.greedy == GreedyRule(output="actions") and not DQN_SPEC.greedy.squash
+    assert DQN.greedy == GreedyRule(output="actions") and not DQN.greedy.squash
     # PPO argmaxes discrete logits as before; on a Box its Gaussian's mean is the action (box_mean).
-    assert PPO_SPEC.greedy == GreedyRule(output="action_dist_inputs", argmax=True, box_mean=True)
-    assert not PPO_SPEC.greedy.squash
+    assert PPO.greedy == GreedyRule(output="action_dist_inputs", argmax=True, box_mean=True)
+    assert not PPO.greedy.squash
     logits = np.array([[0.1, 2.0, -1.0], [3.0, 0.0, 0.5]], np.float32)
-    assert PPO_SPEC.greedy.actions({"action_dist_inputs": logits}).tolist() == [1, 0]
-    assert PPO_SPEC.greedy.actions({"action_dist_inputs": torch.as_tensor(logits)}).tolist() == [1, 0]
-    assert PPO_SPEC.greedy.actions({"action_dist_inputs": logits}, gym.spaces.Discrete(3)).tolist() == [1, 0]
+    assert PPO.greedy.actions({"action_dist_inputs": logits}).tolist() == [1, 0]
+    assert PPO.greedy.actions({"action_dist_inputs": torch.as_tensor(logits)}).tolist() == [1, 0]
+    assert PPO.greedy.actions({"action_dist_inputs": logits}, gym.spaces.Discrete(3)).tolist() == [1, 0]
 
 
 def test_ppo_on_a_box_acts_with_its_gaussian_mean_in_the_box():
     means_and_log_stds = np.array([[0.5, -3.0, 2.0, 0.1, 0.2, 0.3]], np.float32)
-    actions = PPO_SPEC.greedy.actions({"action_dist_inputs": means_and_log_stds}, BOX)
+    actions = PPO.greedy.actions({"action_dist_inputs": means_and_log_stds}, BOX)
     np.testing.assert_allclose(actions, [[1.0, 0.0, 3.0]])  # (mean + 1) x (high - low) / 2 + low, clipped
-    tensor = PPO_SPEC.greedy.actions({"action_dist_inputs": torch.as_tensor(means_and_log_stds)}, BOX)
+    tensor = PPO.greedy.actions({"action_dist_inputs": torch.as_tensor(means_and_log_stds)}, BOX)
     assert isinstance(tensor, torch.Tensor) and np.array_equal(tensor.numpy(), actions)
     with pytest.raises(InputError, match="exclude each other"):
         GreedyRule(output="action_dist_inputs", box_mean=True, squash=True)
     actions = np.array([2, 0])
-    assert DQN_SPEC.greedy.actions({"actions": actions}) is actions
+    assert DQN.greedy.actions({"actions": actions}) is actions
 
 
 def test_a_rule_cannot_both_argmax_and_squash():
@@ -159,17 +162,22 @@ def test_a_rule_cannot_both_argmax_and_squash():
 
 @pytest.mark.parametrize("name, discrete, box", [("dqn", True, False), ("ppo", True, True), ("sac", False, True)])
 def test_each_algorithm_says_which_action_spaces_it_supports(name, discrete, box):
-    spec = algos.algorithm(name)
-    assert spec.supports(gym.spaces.Discrete(3)) is discrete
-    assert spec.supports(BOX) is box
-    assert not spec.supports(gym.spaces.MultiDiscrete([2, 3]))
+    entry = algos.algorithm(name)
+    assert entry.supports(gym.spaces.Discrete(3)) is discrete
+    assert entry.supports(BOX) is box
+    assert not entry.supports(gym.spaces.MultiDiscrete([2, 3]))
 
 
 def test_an_unknown_action_space_kind_is_refused():
+    class Continuous(Algorithm):
+        name = "x"
+        training_section = SACTraining
+        greedy = GreedyRule(output="actions")
+        action_spaces = ("continuous",)
+        learner = SAC.learner
+
     with pytest.raises(InputError, match="action_spaces \\['continuous'\\] must name one or more of discrete, box"):
-        AlgorithmSpec(name="x", training_section=SACTraining, build=lambda inputs: None,
-                      trainable=lambda training: "X", greedy=GreedyRule(output="actions"),
-                      action_spaces=("continuous",))
+        Continuous()
 
 
 def _sac_module(action_space: gym.Space = BOX, model_config: dict | None = None, inference_only: bool = False):
@@ -204,7 +212,7 @@ MODULES = {
 def sac_case(request):
     model_config, space, inference_only = MODULES[request.param]
     module = _sac_module(space, model_config, inference_only)
-    return module, space, NumpyPolicy.from_arrays(export_module(module, SAC_SPEC.greedy))
+    return module, space, NumpyPolicy.from_arrays(SAC.export_numpy(module))
 
 
 def test_the_numpy_export_of_sac_equals_torch(sac_case):
@@ -212,7 +220,7 @@ def test_the_numpy_export_of_sac_equals_torch(sac_case):
     observations = _observations(ROWS)
     with torch.no_grad():
         out = module.forward_inference({"obs": torch.as_tensor(observations)})
-    expected = SAC_SPEC.greedy.actions(out, space).numpy()
+    expected = SAC.greedy.actions(out, space).numpy()
     actions = policy(observations)
     assert actions.dtype == np.float32 and actions.shape == (ROWS, space.shape[0])
     np.testing.assert_allclose(actions, expected, rtol=1e-5, atol=1e-6)
@@ -233,10 +241,10 @@ def test_one_observation_gets_the_same_action_bits_in_any_batch(sac_case, tmp_pa
 
 
 def test_a_sac_module_it_cannot_serve_is_refused_in_one_line():
-    with pytest.raises(InputError, match="action space Discrete\\(3\\) \\(a SAC policy here acts in a 1-d Box\\)"):
-        export_module(_sac_module(gym.spaces.Discrete(3)), SAC_SPEC.greedy)
-    with pytest.raises(InputError, match="greedy rule .* for a SAC module"):
-        export_module(_sac_module(), PPO_SPEC.greedy)
+    with pytest.raises(InputError, match="action space Discrete\\(3\\) \\(this policy acts in a 1-d Box\\)"):
+        SAC.export_numpy(_sac_module(gym.spaces.Discrete(3)))
+    with pytest.raises(InputError, match="RLModule class DefaultSACTorchRLModule is not supported"):
+        PPO.export_numpy(_sac_module())  # another learner's module: each learner exports its own classes
 
 
 def test_an_export_without_its_bounds_is_refused(sac_case):
@@ -258,7 +266,7 @@ def _fusion_sizes(config) -> list[int]:
 
 
 def test_the_q_networks_fusion_net_is_the_experiment_files_choice():
-    from algos.learner_math import FUSION_HIDDENS
+    from algos.fast.learner_math import FUSION_HIDDENS
     from experiments.config.experiment import RLModuleSection
     from experiments.config.load import load_experiment
     from experiments.hardware import load_preset, resolve_plan
@@ -272,7 +280,7 @@ def test_the_q_networks_fusion_net_is_the_experiment_files_choice():
         assert _fusion_sizes(build_config(exp, plan, seed=0)) == sizes
     # Unset, it is RLlib's default, which the Ray-free learner benchmark replicates.
     assert RLModuleSection().fusionnet_hiddens == list(FUSION_HIDDENS)
-    assert _fusion_sizes(SAC_SPEC.build(_inputs())) == list(FUSION_HIDDENS)
+    assert _fusion_sizes(SAC.learner.build(_inputs())) == list(FUSION_HIDDENS)
     with pytest.raises(InputError, match="rl_module.fusionnet_hiddens"):
         load_experiment(conf, ["rl_module.fusionnet_hiddens=[]"])
     # Another algorithm's network does not read it: set in its file, it is refused, not silently ignored.

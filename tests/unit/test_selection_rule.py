@@ -1,13 +1,13 @@
-"""A checkpoint's selection score as `tune.checkpoint.select` makes it (algos.spec.SelectionRule), and the callback that
-puts it in every result."""
+"""A checkpoint's selection score as `tune.checkpoint.select` makes it (algos.inputs.SelectionRule), and the callback
+that puts it in every result."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from algos.common import SELECTION_SCORE, copy_selection_score
-from algos.spec import SelectionRule
+from algos.inputs import SelectionRule
+from algos.rllib.config import SELECTION_SCORE, copy_selection_score
 from envs.errors import InputError
 from experiments.api.preflight import check_selection
 from experiments.config.load import load_experiment

@@ -1,95 +1,103 @@
-"""An algorithm whose policy can be served is one entry: its SPEC's numpy export (algos.spec.NumpyExport) is all
-algos/numpy_policy.py knows of it, and `algos.spec.check_servable` refuses, before Ray starts and before any training,
-a spec whose best policy registration would refuse after the whole sweep."""
+"""An algorithm whose policy can be served is one entry: its learner's numpy layouts (algos.base.NumpyLayouts) are all
+algos/export/numpy_policy.py knows of it, and `algos.base.check_servable` refuses, before Ray starts and before any
+training, an algorithm whose best policy registration would refuse after the whole sweep."""
 from __future__ import annotations
 
 import ast
-import dataclasses
+import copy
 import subprocess
 import sys
 
 import pytest
 
 import algos
-from algos.dqn import SPEC as DQN_SPEC
-from algos.ppo import SPEC as PPO_SPEC
-from algos.sac import SPEC as SAC_SPEC
-from algos.spec import AlgorithmSpec, GreedyRule, NumpyExport, TrainingBase, check_servable
+from algos.base import Algorithm, NumpyLayouts, check_servable
+from algos.greedy import GreedyRule
 from envs.errors import InputError
 from tests.conftest import REPO
 
 
-def _refusal(name: str, spec: AlgorithmSpec) -> str:
+def _refusal(name: str, algorithm: Algorithm) -> str:
     with pytest.raises(InputError) as refusal:
-        check_servable(name, spec)
+        check_servable(name, algorithm)
     message = str(refusal.value)
     assert message.startswith(f"algorithm: {name}") and "\n" not in message
     return message
 
 
+def _changed(name: str, **attributes: object) -> Algorithm:
+    """A copy of the table's entry `name` with other attributes (the table's own entry unchanged)."""
+    changed = copy.copy(algos.algorithm(name))
+    for key, value in attributes.items():
+        setattr(changed, key, value)
+    return changed
+
+
+def _with_layouts(name: str, layouts: NumpyLayouts | None) -> Algorithm:
+    """A copy of entry `name` whose learner's numpy export may hold `layouts`."""
+    learner = copy.copy(algos.algorithm(name).learner)
+    learner.numpy_layouts = layouts
+    return _changed(name, learner=learner)
+
+
 @pytest.mark.parametrize("name", list(algos.ALGORITHMS))
 def test_every_shipped_algorithm_can_be_served(name):
-    spec = algos.algorithm(name)
-    assert check_servable(name, spec) is None  # accepted before Ray starts
-    export = spec.export
-    # what the check accepted: a numpy export, serving every action-space kind the spec declares
-    assert export is not None and export.module and all(export.serves(kind) for kind in spec.action_spaces)
+    algorithm = algos.algorithm(name)
+    assert check_servable(name, algorithm) is None  # accepted before Ray starts
+    layouts = algorithm.learner.numpy_layouts
+    # what the check accepted: a numpy export, serving every action-space kind the entry declares
+    assert layouts is not None and layouts.default and all(layouts.serves(kind) for kind in algorithm.action_spaces)
 
 
 def test_a_made_up_algorithm_without_a_numpy_export_is_refused_before_training():
-    made_up = AlgorithmSpec(name="made_up", training_section=TrainingBase, build=lambda inputs: None,
-                            trainable=lambda training: "X", greedy=GreedyRule(output="actions"),
-                            action_spaces=("discrete",))
-    message = _refusal("made_up", made_up)
-    assert "no numpy export" in message and "export=NumpyExport(" in message
+    message = _refusal("made_up", _with_layouts("dqn", None))
+    assert "no numpy export" in message and "numpy_layouts and export_nets" in message
 
 
-@pytest.mark.parametrize("spec, rule, fix", [
-    (DQN_SPEC, GreedyRule(output="action_dist_inputs", squash=True), "set argmax=True"),
-    (DQN_SPEC, GreedyRule(output="action_dist_inputs", box_mean=True), "set argmax=True"),
-    (SAC_SPEC, GreedyRule(output="action_dist_inputs"), "set squash=True"),
-    (PPO_SPEC, GreedyRule(output="action_dist_inputs", argmax=True), "box_mean=True"),  # its portfolio module's Box
+@pytest.mark.parametrize("name, rule, fix", [
+    ("dqn", GreedyRule(output="action_dist_inputs", squash=True), "set argmax=True"),
+    ("dqn", GreedyRule(output="action_dist_inputs", box_mean=True), "set argmax=True"),
+    ("sac", GreedyRule(output="action_dist_inputs"), "set squash=True"),
+    ("ppo", GreedyRule(output="action_dist_inputs", argmax=True), "box_mean=True"),  # its portfolio module's Box
 ])
-def test_a_greedy_rule_that_does_not_match_the_export_is_refused(spec, rule, fix):
-    message = _refusal(spec.name, dataclasses.replace(spec, greedy=rule))
+def test_a_greedy_rule_that_does_not_match_the_export_is_refused(name, rule, fix):
+    message = _refusal(name, _changed(name, greedy=rule))
     assert "does not match its numpy export" in message and fix in message
 
 
 def test_an_action_space_no_export_serves_is_refused():
-    message = _refusal("dqn", dataclasses.replace(DQN_SPEC, action_spaces=("discrete", "box")))
+    message = _refusal("dqn", _changed("dqn", action_spaces=("discrete", "box")))
     assert "action_spaces names box but its numpy export serves no box policy" in message
-    portfolio_only = NumpyExport(portfolio_module="algos.portfolio_module:PortfolioPPOModule")
-    message = _refusal("ppo", dataclasses.replace(PPO_SPEC, export=portfolio_only))
+    message = _refusal("ppo", _with_layouts("ppo", NumpyLayouts(portfolio=True)))
     assert "serves no discrete policy" in message
 
 
 @pytest.mark.parametrize("fields, refusal", [
-    ({}, "name the RLModule class it exports"),
-    ({"module": "DefaultDQNTorchRLModule", "nets": lambda module: None, "layouts": (("encoder", "q"),)},
-     "is not a class path 'package.module:Class'"),
-    ({"module": "ray.x:Module"}, "give its nets"),
-    ({"module": "ray.x:Module", "nets": lambda module: None, "layouts": (("encoder", "pi", "q"),)},
-     "is not an encoder and one head, or an encoder and the dueling af and vf"),
-    ({"module": "ray.x:Module", "nets": lambda module: None, "layouts": (("pi",),)}, "is not an encoder"),
+    ({}, "give the default module's layouts, or portfolio=True"),
+    ({"default": (("encoder", "pi", "q"),)}, "is not an encoder and one head, or an encoder and the dueling af and vf"),
+    ({"default": (("pi",),)}, "is not an encoder"),
 ])
-def test_a_malformed_numpy_export_is_refused_when_its_spec_is_built(fields, refusal):
+def test_malformed_numpy_layouts_are_refused_when_the_learner_is_defined(fields, refusal):
     with pytest.raises(InputError, match=refusal):
-        NumpyExport(**fields)
+        NumpyLayouts(**fields)
 
 
-def test_the_numpy_policy_names_no_algorithm():
-    """What numpy_policy must know of an algorithm comes from its SPEC: no key of the algorithm table is spelled in
-    its code (docstrings and comments may name them)."""
-    tree = ast.parse((REPO / "algos" / "numpy_policy.py").read_text())
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node)}
-    spelled = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and id(node) not in docstrings
-               and isinstance(node.value, str) and node.value in algos.ALGORITHMS}
-    assert spelled == set()
+def test_the_numpy_side_names_no_algorithm():
+    """What the numpy policy and the exports must know of an algorithm comes from its entry: no key of the algorithm
+    table is spelled in their code (docstrings and comments may name them)."""
+    paths = [*(REPO / "algos" / "export").glob("*.py"), REPO / "algos" / "rllib" / "export.py",
+             REPO / "algos" / "networks" / "portfolio_numpy.py"]
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node)}
+        spelled = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                   and id(node) not in docstrings and isinstance(node.value, str) and node.value in algos.ALGORITHMS}
+        assert spelled == set(), path.relative_to(REPO)
 
 
 def test_the_check_imports_neither_torch_nor_ray():
-    code = ("import sys, algos; from algos.spec import check_servable; "
+    code = ("import sys, algos; from algos.base import check_servable; "
             "[check_servable(name, algos.algorithm(name)) for name in algos.ALGORITHMS]; "
             "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

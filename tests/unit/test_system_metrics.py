@@ -1,4 +1,4 @@
-"""A trial's system metrics (algos/system_metrics.py): MLflow's names, samples at start, interval and end, the
+"""A trial's system metrics (algos/rllib/system_metrics.py): MLflow's names, samples at start, interval and end, the
 reason when there are no GPU metrics, and a thread that stops."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from algos import system_metrics
-from algos.system_metrics import NOTE_KEY, RESULT_KEY, SystemSampler, attach_samples, start_sampling
+from algos.rllib import system_metrics
+from algos.rllib.system_metrics import NOTE_KEY, RESULT_KEY, SystemSampler, attach_samples, start_sampling
 
 MLFLOW_NAMES = {"cpu_utilization_percentage", "system_memory_usage_megabytes", "system_memory_usage_percentage",
                 "disk_usage_percentage", "disk_usage_megabytes", "disk_available_megabytes",

@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from experiments import shell
+from experiments.api.console_view import events_to_console
 from experiments.results.printing import format_cell, print_frame
 from experiments.sweep import progress
 from tests.conftest import REPO
@@ -31,16 +32,17 @@ def _result(iteration: int, episode_return: float | None) -> dict:
 
 
 def _piped_progress(monkeypatch) -> tuple[progress.TrialProgress, io.StringIO]:
+    """The sweep's callback, its events drawn as `experiments.run` draws them on a piped console."""
     out = io.StringIO()
     clock = iter(np.arange(0.0, 1000.0, 10.0))  # each call of the clock: 10 s later
     monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(clock)))
-    console = Console(file=out, width=240, soft_wrap=True)
-    return progress.TrialProgress(console, {"training/n_step": "training.n_step"}), out
+    view = events_to_console(Console(file=out, width=240, soft_wrap=True))
+    return progress.TrialProgress(view, {"training/n_step": "training.n_step"}), out
 
 
 def test_piped_progress_prints_plain_lines_at_an_interval_and_keeps_the_last_return(monkeypatch):
     tracker, out = _piped_progress(monkeypatch)
-    assert tracker.live is None  # not a terminal: no live display
+    assert tracker.on_event.trials.is_live is False  # not a terminal: no live display
     trial = _trial(2)
     tracker.on_trial_start(0, [], trial)
     for iteration, value in enumerate([60.9, None, float("nan"), 73.1, None, None, None], start=1):
@@ -59,12 +61,24 @@ def test_piped_progress_prints_plain_lines_at_an_interval_and_keeps_the_last_ret
 
 def test_a_terminal_gets_the_live_table_and_no_lines(monkeypatch):
     console = Console(file=io.StringIO(), force_terminal=True, width=120)
-    tracker = progress.TrialProgress(console, {})
-    assert tracker.live is not None
+    view = events_to_console(console)
+    tracker = progress.TrialProgress(view, {})
     tracker.on_trial_start(0, [], _trial(1))
+    assert view.trials.live is not None
     tracker.on_trial_result(0, [], _trial(1), _result(1, 5.0))
-    tracker.stop()
+    view.close()
     assert "started" not in console.file.getvalue()
+
+
+def test_without_a_view_the_sweep_reports_events_and_prints_nothing(capsys):
+    events: list = []
+    tracker = progress.TrialProgress(events.append, {"training/n_step": "training.n_step"})
+    tracker.on_trial_start(0, [], _trial(3))
+    tracker.on_trial_result(0, [], _trial(3), _result(1, 5.0))
+    tracker.on_experiment_end([])
+    assert capsys.readouterr() == ("", "")
+    assert [type(event).__name__ for event in events] == ["TrialUpdate", "TrialUpdate", "TrialsEnded"]
+    assert events[1].rows["e5a84_00003"]["episode return"] == "5"
 
 
 @pytest.mark.parametrize("column, value, shown", [

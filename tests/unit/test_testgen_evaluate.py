@@ -17,6 +17,7 @@ from envs.agents.testgen.evaluate import (
     run_strategy,
 )
 
+BASELINES = [b.name for b in family("agents/TestGeneration-v0").baseline_table()]  # read, never pinned
 needs_atheris = pytest.mark.skipif(not atheris_peer.atheris_installed(), reason="atheris not installed")
 
 
@@ -27,7 +28,7 @@ def always(action: int):
 def test_the_report_has_a_row_per_strategy_and_a_curve_per_execution(monkeypatch):
     monkeypatch.setattr(atheris_peer, "atheris_installed", lambda: False)
     report = family("agents/TestGeneration-v0").evaluator()(always(7), {"eval_budget": 80, "eval_seeds": 2})
-    assert list(report.table.index) == ["agent", "random", "greedy"]
+    assert list(report.table.index) == ["agent", *BASELINES]
     assert {"arcs", "arcs_std", "gained", "lines", "crashes", "execs_per_s"} <= set(report.table.columns)
     assert list(report.series.index) == list(range(81)) and report.series.notna().all().all()
     assert (report.series.diff().dropna() >= 0).all().all()  # coverage never shrinks
@@ -74,7 +75,7 @@ def test_atheris_runs_the_budget_and_returns_a_coverage_curve():
 @needs_atheris
 def test_the_report_has_an_atheris_row_when_it_is_installed():
     report = evaluate_policy(always(0), {"eval_budget": 50, "eval_seeds": 1})
-    assert list(report.table.index) == ["agent", "random", "greedy", "atheris"]
+    assert list(report.table.index) == ["agent", *BASELINES, "atheris"]
     assert "eval/arcs_vs_atheris" in report.agent_metrics
     assert len(report.series["atheris"]) == 51
 
@@ -103,5 +104,6 @@ def test_a_second_checkpoint_with_the_same_config_reuses_the_baseline_runs(monke
         return [r for r in runs if r.strategy == "agent"], [r for r in runs if r.strategy != "agent"]
 
     (agent_first, baseline_first), (agent_second, baseline_second) = split(first), split(second)
-    assert len(baseline_first) == 4 and all(a is b for a, b in zip(baseline_first, baseline_second, strict=True))
+    assert len(baseline_first) == len(BASELINES) * 2  # every baseline on each of the 2 seeds
+    assert all(a is b for a, b in zip(baseline_first, baseline_second, strict=True))
     assert len(agent_second) == 2 and all(a is not b for a, b in zip(agent_first, agent_second, strict=True))

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from envs.agents.testprio.baselines import BASELINES
 from envs.agents.testprio.config import parse_config
 from envs.agents.testprio.cycle_reader import CycleReader, PairwiseCycleReader
 from envs.agents.testprio.data import load_history, parse_retecs
@@ -190,8 +191,7 @@ def test_a_history_scored_zero_shot_and_online_has_every_strategy_on_every_cycle
     training = {"data_path": BUNDLED[1], "features": "portable", "history_window": 10, "max_cycles": 60}
     report = score_history(lambda obs: np.zeros(len(obs), dtype=np.int64), config, {"learner": Learner}, training)
     counts = report.per_cycle.groupby("strategy").size()
-    assert set(counts.index) == {"agent (zero-shot)", "learner", "learning_to_rank", "recent_failures", "random",
-                                 "optimal"}
+    assert set(counts.index) == {"agent (zero-shot)", "learner", "learning_to_rank", *(b.name for b in BASELINES)}
     assert counts.nunique() == 1 and all(ranked_before_update) and len(ranked_before_update) == counts.iloc[0]
     assert report.table.loc["optimal", "paper_apfd"] >= report.table["paper_apfd"].max() - 1e-12
     assert report.table.loc["optimal", "paper_ttff"] <= report.table["paper_ttff"].min() + 1e-12

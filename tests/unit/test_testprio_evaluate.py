@@ -36,7 +36,7 @@ def test_each_env_id_maps_to_its_evaluator():
 
 def test_report_is_well_formed_on_synthetic_data():
     report = evaluate_policy(constant_policy, {})
-    rows = ["agent", "learning_to_rank", "recent_failures", "random", "optimal"]
+    rows = ["agent", "learning_to_rank", *(b.name for b in family("agents/TestPrioritization-v0").baseline_table())]
     assert list(report.table.index) == rows
     assert list(report.table.columns) == ["apfdc", "ttff", "apfd", "napfd", "nrpa", "cycles_with_failures", "cycles",
                                           "paper_apfdc", "paper_ttff", "paper_apfd", "paper_napfd", "paper_nrpa",

@@ -25,9 +25,9 @@ from envs.agents.testprio.ranking import (
     residual_transpositions,
 )
 from envs.errors import InputError
+from experiments.api.serving import model_warnings
 from experiments.results.promotion import resolve_version
 from experiments.run import main as run_main
-from experiments.serve import model_warnings
 
 IOFROL = str(Path(__file__).resolve().parents[2] / "data/testprio/iofrol.csv")
 

@@ -1,6 +1,6 @@
 """A batch split unevenly over data-parallel learners gives the single-learner update (issue: a 3-GPU preset
 refused the main job's batch 32). DDP averages the learners' gradients; each slice's mean loss is weighted by
-N x its share (algos.spec.slice_weights), so the average is the gradient of the whole batch's mean loss."""
+N x its share (algos.inputs.slice_weights), so the average is the gradient of the whole batch's mean loss."""
 from __future__ import annotations
 
 from itertools import pairwise
@@ -8,7 +8,7 @@ from itertools import pairwise
 import pytest
 import torch
 
-from algos.spec import slice_sizes, slice_weights
+from algos.inputs import slice_sizes, slice_weights
 
 
 @pytest.mark.parametrize("batch, learners, sizes", [(32, 3, (11, 11, 10)), (33, 2, (17, 16)), (32, 4, (8, 8, 8, 8)),
@@ -23,7 +23,7 @@ def test_weighted_uneven_slices_average_to_the_single_learner_gradient(batch, le
     from ray.rllib.algorithms.dqn.dqn_learner import QF_NEXT_PREDS, QF_PREDS, QF_TARGET_NEXT_PREDS
     from ray.rllib.core.columns import Columns
 
-    from algos.fast_learner import dqn_loss
+    from algos.fast.losses import dqn_loss
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).double()

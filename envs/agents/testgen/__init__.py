@@ -16,16 +16,3 @@ order:
 coverage.py is driven through an internal API (`coverage.tracer.CTracer`), so it must be pinned exactly
 (coverage==7.17.4, the version this was written against).
 """
-from envs.agents.testgen.config import TestGenerationConfig, parse_config
-from envs.agents.testgen.env import TestGenerationEnv
-from envs.agents.testgen.evaluate import evaluate_policy
-from envs.agents.testgen.programs import PROGRAMS, Program
-
-__all__ = [
-    "PROGRAMS",
-    "Program",
-    "TestGenerationConfig",
-    "TestGenerationEnv",
-    "evaluate_policy",
-    "parse_config",
-]

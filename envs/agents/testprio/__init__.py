@@ -13,17 +13,3 @@ seeded synthetic history. Modules, in data-flow order:
 * `cycle_reader`: a registered model's raw input, one cycle's table (pyfunc);
 * `transfer`: a registered model scored on a history it never saw, zero-shot and online.
 """
-from envs.agents.testprio.config import PrioritizationConfig, parse_config
-from envs.agents.testprio.data import CIHistory, load_history
-from envs.agents.testprio.env import PairwiseTestPrioritizationEnv, PointwiseTestPrioritizationEnv
-from envs.agents.testprio.evaluate import evaluate_policy
-
-__all__ = [
-    "CIHistory",
-    "PairwiseTestPrioritizationEnv",
-    "PointwiseTestPrioritizationEnv",
-    "PrioritizationConfig",
-    "evaluate_policy",
-    "load_history",
-    "parse_config",
-]

@@ -5,7 +5,7 @@ every cycle of the history (either format), in time order, is ranked
 
 * zero-shot by the trained policy, unchanged;
 * by each online learner the caller passes (e.g. the same policy updated after every cycle's verdicts, a cold
-  start, periodic retraining: algos.online_comparator); a learner ranks a cycle, then learns its verdicts, so the
+  start, periodic retraining: algos.families.testprio_online); a learner ranks a cycle, then learns its verdicts, so the
   order of a cycle never reads its own outcomes;
 * by the learned baseline (gradient-boosted trees with a ranking objective, fitted on the histories the agent
   trained on: the same data, the same zero-shot position) and the family's baselines (recent_failures, random,

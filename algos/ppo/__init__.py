@@ -1,0 +1,1 @@
+"""PPO (`algorithm: ppo`): the table entry and its learner (`algorithm`), RLlib's PPO as shipped."""
