@@ -188,3 +188,25 @@ def check_servable(name: str, algorithm: Algorithm) -> None:
             raise InputError(f"algorithm: {name}: action_spaces names {kind} but its numpy export serves no {kind} "
                              f"policy, so a {kind} run could not be registered: export a module that acts in it, or "
                              f"drop {kind} from action_spaces")
+
+
+def check_servable_space(name: str, algorithm: Algorithm, space: gym.Space, training: Any) -> None:
+    """Refuse, before any training, a run whose policy the numpy export could not serve in the env's action `space`:
+    RLlib's default module (`training.model: default`, or no such key) exports only the action kind its learner's
+    layouts name (PPO: discrete), while a portfolio model (algos/networks/) exports a Box. Without this, PPO on a
+    one-asset continuous env trains its whole sweep and then fails to register. InputError in one line with the fix."""
+    layouts = algorithm.learner.numpy_layouts
+    kind = next((kind for kind, cls in ACTION_SPACE_KINDS.items() if isinstance(space, cls)), None)
+    if layouts is None or kind is None or getattr(training, "model", "default") != "default":
+        return
+    if not layouts.default or (kind == "box") != layouts.box:
+        import algos
+
+        served = [other for other, alg in algos.ALGORITHMS.items() if alg.learner.numpy_layouts
+                  and alg.learner.numpy_layouts.default and (kind == "box") == alg.learner.numpy_layouts.box
+                  and alg.supports(space)]
+        raise InputError(f"algorithm: {name} with its default module could not be registered or served in a {kind} "
+                         f"action space: its numpy export serves its default module in "
+                         f"{'box' if layouts.box else 'discrete'} spaces only; use algorithm: "
+                         f"{' or '.join(served) or '?'} for this env")
+

@@ -4,7 +4,7 @@ abilities; the universe brings its own env, config, scorer, baselines, reader, p
 file cut at one calendar time)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
@@ -12,6 +12,10 @@ from envs.baselines import Baseline
 from envs.families import Scorer
 from envs.trading.family import TradingFamily
 from envs.validation import StrictModel
+
+if TYPE_CHECKING:
+    from envs.ability_types import PaperMarket
+    from envs.retrain_data import RetrainData
 
 
 class PortfolioFamily(TradingFamily):
@@ -53,12 +57,12 @@ class PortfolioFamily(TradingFamily):
 
         return UniverseReader
 
-    def paper_market(self) -> Any:
+    def paper_market(self) -> type[PaperMarket]:
         from envs.portfolio.paper import UniversePaper
 
         return UniversePaper
 
-    def retrain_data(self, env_config: dict[str, Any], source: str) -> Any:
+    def retrain_data(self, env_config: dict[str, Any], source: str) -> RetrainData:
         from envs.portfolio.retrain_data import UniverseRetrainData
 
         return UniverseRetrainData.read(env_config, source)

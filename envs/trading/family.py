@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import gymnasium as gym
 
@@ -30,6 +30,10 @@ from envs.baselines import Baseline
 from envs.families import EnvFamily, Scorer
 from envs.report import Policy
 from envs.validation import StrictModel
+
+if TYPE_CHECKING:
+    from envs.ability_types import PaperMarket
+    from envs.retrain_data import RetrainData
 
 
 class TradingFamily(Backtests, HasBars, CachesFeatures, PaperTrades, Retrains, UpdatesData, TrainsThroughBook,
@@ -114,12 +118,12 @@ class SpotFamily(ExplainsInputs, PreparesData, ProbesNumerics, TradingFamily):
 
         return BarReader
 
-    def paper_market(self) -> Any:
+    def paper_market(self) -> type[PaperMarket]:
         from envs.trading.paper import SpotPaper
 
         return SpotPaper
 
-    def retrain_data(self, env_config: dict[str, Any], source: str) -> Any:
+    def retrain_data(self, env_config: dict[str, Any], source: str) -> RetrainData:
         from envs.trading.retrain_data import BarsRetrainData
 
         return BarsRetrainData.read(env_config, source)

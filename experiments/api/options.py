@@ -3,6 +3,7 @@ layer (or by a notebook) and read by every step below it. No argparse namespace 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from envs.errors import InputError
 from experiments.config.files import Override
 from experiments.plan.local_ray import LOOPBACK, LocalRay
 from experiments.plan.run_clock import RunClock
+from experiments.shell import python_command
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,18 @@ class RunRequest:
     overrides: tuple[Override, ...]
     options: RunOptions
     clock: RunClock
+
+
+def rerun_command(request: RunRequest, resume: bool) -> str:
+    """The command a user types to resume this run's sweep (or start it over): the same file, settings, storage and
+    cluster (--address; RAY_ADDRESS stays in the environment). Printed, never run."""
+    options = request.options
+    words = [python_command(), "-m", "experiments.run", str(request.conf)]
+    words += ["--smoke-test"] if options.smoke_test else []
+    for override in request.overrides:
+        words += ["--set", override.text]
+    for flag, value in (("--hardware", options.hardware), ("--storage", options.storage),
+                        ("--address", options.address)):
+        words += [flag, value] if value else []
+    words += ["--output", str(options.output)] if options.output != Path("runs") else []
+    return shlex.join(words + (["--resume"] if resume else []))

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 import algos
 import envs
-from algos.base import check_servable
+from algos.base import check_servable, check_servable_space
 from envs.abilities import Backtests, CachesFeatures, PreparesData
 from envs.errors import InputError
 from envs.validation import describe_validation_error
@@ -171,6 +171,7 @@ def check_environment(exp: ExperimentConfig, construct: bool = True) -> tuple[li
         evaluated = fold_config if exp.family.config_model() else {**fold_config, **exp.evaluation.env_config}
         env = exp.family.make(evaluated)
         check_action_space(exp, env.action_space)
+        check_servable_space(exp.algorithm, exp.spec, env.action_space, exp.training)
         exp.spec.check_env(env, env_id, exp.training)
         described = described or envs.plan_lines(env)  # the first env built says where its features came from
         observation_bytes = 4 * math.prod(env.observation_space.shape or (1,))

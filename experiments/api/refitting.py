@@ -60,7 +60,7 @@ class RefitPlan:
 
 
 def logged_params(exp: ExperimentConfig) -> dict[str, str]:
-    """The settings of `exp` as its trial's run logs them (experiments.api.pipeline): dotted key -> text."""
+    """The settings of `exp` as its trial's run logs them (experiments.api.sweep_steps): dotted key -> text."""
     from experiments.tracking.runs import as_logged, flatten
 
     return as_logged(flatten(exp.model_dump(mode="json", exclude=TRIAL_EXCLUDED)))
@@ -131,7 +131,7 @@ def _train_and_register(plan: RefitPlan, checked: Any, options: RunOptions, clie
     import torch
 
     from experiments.api.console_view import events_to_console
-    from experiments.api.pipeline import run_user, trial_data, trial_params
+    from experiments.api.sweep_steps import run_user, trial_data, trial_params
     from experiments.plan.provenance import git_commit, machine_tags
     from experiments.records.exits import MLFLOW_FAILED, MLFLOW_FINISHED, MLFLOW_KILLED
     from experiments.sweep.progress import TrialProgress

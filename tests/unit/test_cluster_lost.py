@@ -87,8 +87,7 @@ def test_the_resume_command_of_a_run_on_a_joined_cluster_names_the_cluster():
     """Printed after a fault: it used to leave --address out, so a resume ran on a new local Ray."""
     from pathlib import Path
 
-    from experiments.api.options import RunOptions, RunRequest
-    from experiments.api.pipeline import rerun_command
+    from experiments.api.options import RunOptions, RunRequest, rerun_command
     from experiments.config.files import parse_overrides
     from experiments.plan.run_clock import RunClock
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import algos
-from algos.base import Algorithm, NumpyLayouts, check_servable
+from algos.base import Algorithm, NumpyLayouts, check_servable, check_servable_space
 from algos.greedy import GreedyRule
 from envs.errors import InputError
 from tests.conftest import REPO
@@ -104,3 +104,24 @@ def test_the_check_imports_neither_torch_nor_ray():
                             cwd=REPO, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_default_module_in_a_space_its_export_does_not_serve_is_refused_before_training(tmp_path):
+    """PPO's default module exports in discrete spaces only: on a one-asset continuous env it would train its whole
+    sweep and then fail to register, so the dry run refuses it in one line naming the algorithms that fit; a portfolio
+    model (training.model) exports a Box, and the direct learner's default module does."""
+    import gymnasium as gym
+
+    from experiments.config.load import load_experiment
+
+    box = gym.spaces.Box(0.0, 1.0, (1,))
+    ppo = load_experiment(REPO / "conf" / "ppo_btc.yaml")
+    with pytest.raises(InputError, match=r"^algorithm: ppo with its default module .* box action space.*use "
+                                         r"algorithm: .*direct"):
+        check_servable_space("ppo", algos.algorithm("ppo"), box, ppo.training)
+    check_servable_space("ppo", algos.algorithm("ppo"), gym.spaces.Discrete(3), ppo.training)
+    check_servable_space("direct", algos.algorithm("direct"), box, load_experiment(REPO / "conf" / "direct_btc.yaml")
+                         .training)
+    portfolio = load_experiment(REPO / "conf" / "ppo_portfolio_crypto.yaml")
+    assert portfolio.training.model != "default"
+    check_servable_space("ppo", algos.algorithm("ppo"), box, portfolio.training)
