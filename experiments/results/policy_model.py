@@ -58,11 +58,8 @@ class GreedyPolicyModel(PythonModel):
 
         self._policy = load_policy(context.artifacts["policy"])
         self._observation_shape = tuple(context.model_config["observation_shape"])
-        self._inputs = None
-        if env_id := context.model_config.get("env"):  # its family's reader of raw inputs
-            import envs
-
-            self._inputs = envs.family(env_id).reader_class().load(context.artifacts["inputs"])
+        reader = reader_class(context.model_config)
+        self._inputs = reader.load(context.artifacts["inputs"]) if reader is not None else None
 
     @property
     def policy(self):
@@ -89,3 +86,19 @@ class GreedyPolicyModel(PythonModel):
 
 
 mlflow.models.set_model(GreedyPolicyModel())
+
+
+def reader_class(model_config: dict) -> type | None:
+    """The class that reads a registered model's raw inputs, or None: observations only. A model names its env
+    (`env`), whose family serves raw inputs (envs.abilities.ServesRawInputs). A model registered before families were
+    objects names the reader's class path instead (`input_reader`): it is matched against the families' readers, so
+    those models keep serving, and no path is imported."""
+    import envs
+    from envs.abilities import ServesRawInputs
+
+    if env_id := model_config.get("env"):
+        return envs.family(env_id).reader_class()
+    if legacy := model_config.get("input_reader"):
+        readers = [family.reader_class() for family in envs.FAMILIES if isinstance(family, ServesRawInputs)]
+        return next(cls for cls in readers if f"{cls.__module__}:{cls.__qualname__}" == legacy)
+    return None

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import envs
-from experiments.results.policy_model import as_observation_batch
+from experiments.results.policy_model import as_observation_batch, reader_class
 from experiments.results.registry import registered_name
 from experiments.tracking.comparison import DISPLAY_OPTIONS
 from experiments.tracking.runs import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, make_client, open_experiment
@@ -144,3 +144,15 @@ def test_the_commit_tag_says_when_the_tree_was_dirty():
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
                            cwd=REPO).stdout.strip()
     assert git_commit().endswith("+dirty") == bool(dirty)
+
+
+def test_a_model_names_its_env_and_one_registered_before_names_its_readers_class_path():
+    """The served model finds its reader through its env's family; a model registered before families were objects
+    (its model_config names the reader's class path) still finds the same class, without importing the string."""
+    from envs.portfolio.universe_reader import UniverseReader
+    from envs.trading.bar_reader import BarReader
+
+    assert reader_class({"env": "trading/Spot-v0"}) is BarReader
+    assert reader_class({"input_reader": "envs.trading.bar_reader:BarReader"}) is BarReader
+    assert reader_class({"input_reader": "envs.portfolio.universe_reader:UniverseReader"}) is UniverseReader
+    assert reader_class({"observation_shape": [3]}) is None
