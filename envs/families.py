@@ -9,6 +9,7 @@ modules stay inside its methods, so reading the table imports no env, no data li
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -20,7 +21,7 @@ from envs.validation import StrictModel, validate
 Scorer = Callable[[Policy, dict[str, Any]], EvaluationReport]
 
 
-class EnvFamily:
+class EnvFamily(ABC):
     """The base of every family: what the platform needs to know of one env id.
 
     Class attributes a family sets (all optional):
@@ -41,9 +42,9 @@ class EnvFamily:
     comparison_columns: tuple[str, ...] = ()
     smoke_overrides: tuple[str, ...] = ()
 
+    @abstractmethod
     def env_class(self) -> type[gym.Env]:
-        """The gymnasium.Env class; its constructor takes the env_config as one dict (`config=`)."""
-        raise NotImplementedError(f"{type(self).__name__} names no env class")
+        """The gymnasium.Env class; a platform family's constructor takes the env_config as one dict (`config=`)."""
 
     def vector_env_class(self) -> type[gym.vector.VectorEnv] | None:
         """A native vector env (N envs in one numpy step), or None: RLlib's env runners then use gymnasium's
@@ -122,3 +123,10 @@ class GymFamily(EnvFamily):
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
+
+    def env_class(self) -> type[gym.Env]:
+        """The class Gymnasium registered for the id (its entry point, loaded by Gymnasium's own loader)."""
+        from gymnasium.envs.registration import load_env_creator
+
+        creator = gym.spec(self.env_id).entry_point
+        return load_env_creator(creator) if isinstance(creator, str) else creator

@@ -75,6 +75,7 @@ def test_a_plain_gymnasium_id_has_no_ability():
     assert isinstance(plain, GymFamily) and plain.env_id == "CartPole-v1"
     assert not any(isinstance(plain, ability) for ability in ABILITIES)
     assert plain.evaluator() is None and plain.baseline_table() == () and plain.config_model() is None
+    assert plain.env_class() is gym.make("CartPole-v1").unwrapped.__class__
     assert plain.run_tags({}) == {"data": "CartPole-v1"}
 
 
@@ -117,6 +118,12 @@ def test_a_family_that_forgets_an_abilitys_method_cannot_be_built():
 
     with pytest.raises(TypeError, match="paper_market"):
         Forgetful()
+
+    class Classless(EnvFamily):
+        env_id = "Classless-v0"
+
+    with pytest.raises(TypeError, match="env_class"):
+        Classless()
 
 
 def test_reading_the_table_imports_no_env_module_torch_or_ray():
