@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,6 +23,9 @@ from algos.export.torch_layers import not_exportable
 from algos.greedy import GreedyRule
 from algos.inputs import BuildInputs, TrainingBase
 from envs.errors import InputError
+
+if TYPE_CHECKING:
+    from algos.export.numpy_policy import NumpyPolicy
 
 # The gymnasium action-space kinds an algorithm may declare (Algorithm.action_spaces).
 ACTION_SPACE_KINDS: dict[str, type[gym.Space]] = {"discrete": gym.spaces.Discrete, "box": gym.spaces.Box}
@@ -61,9 +64,11 @@ class NumpyLayouts:
 
     def serves(self, kind: str) -> bool:
         """Whether it exports a policy for action spaces of `kind` (a key of ACTION_SPACE_KINDS)."""
-        if kind == "discrete":
-            return bool(self.default) and not self.box
-        return (bool(self.default) and self.box) or self.portfolio
+        return self.serves_default(kind) or (kind == "box" and self.portfolio)
+
+    def serves_default(self, kind: str) -> bool:
+        """Whether it exports its default module (RLlib's MLP, no portfolio model) in action spaces of `kind`."""
+        return bool(self.default) and self.box == (kind == "box")
 
 
 class Learner(ABC):
@@ -148,18 +153,21 @@ class Algorithm:
     def check_env(self, env: Any, env_id: str, training: Any) -> None:
         """What it needs of the env beyond its action space, checked before Ray starts: InputError in one line."""
 
-    def export_numpy(self, module: Any) -> dict[str, np.ndarray]:
-        """The numpy export of a module its learner trained (what `NumpyPolicy.from_arrays` runs and `np.savez`
-        stores): the learner's nets, under a structure that names this algorithm, checked as the loader checks it so
-        an export that cannot be served fails now. InputError (one line) for a module numpy cannot run (a customised
-        subclass too: it may override the forward pass the numpy policy re-implements)."""
+    def numpy_policy(self, module: Any) -> NumpyPolicy:
+        """The numpy forward pass of a module its learner trained: the learner's nets, under a structure that names
+        this algorithm, loaded as a served file is, so an export that cannot be served fails now. InputError (one
+        line) for a module numpy cannot run (a customised subclass too: it may override the forward pass the numpy
+        policy re-implements)."""
         from algos.export.numpy_policy import FORMAT, STRUCTURE_KEY, NumpyPolicy
 
         arrays: dict[str, np.ndarray] = {}
         structure = {"format": FORMAT, "algorithm": self.name, **self.learner.export_nets(module, arrays)}
         arrays[STRUCTURE_KEY] = np.array(json.dumps(structure))
-        NumpyPolicy.from_arrays(arrays)
-        return arrays
+        return NumpyPolicy.from_arrays(arrays)
+
+    def export_numpy(self, module: Any) -> dict[str, np.ndarray]:
+        """The arrays of `numpy_policy(module)`: what `np.savez` stores and `NumpyPolicy.from_arrays` runs."""
+        return self.numpy_policy(module).to_arrays()
 
 
 def check_servable(name: str, algorithm: Algorithm) -> None:
@@ -199,12 +207,11 @@ def check_servable_space(name: str, algorithm: Algorithm, space: gym.Space, trai
     kind = next((kind for kind, cls in ACTION_SPACE_KINDS.items() if isinstance(space, cls)), None)
     if layouts is None or kind is None or getattr(training, "model", "default") != "default":
         return
-    if not layouts.default or (kind == "box") != layouts.box:
+    if not layouts.serves_default(kind):
         import algos
 
-        served = [other for other, alg in algos.ALGORITHMS.items() if alg.learner.numpy_layouts
-                  and alg.learner.numpy_layouts.default and (kind == "box") == alg.learner.numpy_layouts.box
-                  and alg.supports(space)]
+        served = [other for other, entry in algos.ALGORITHMS.items() if entry.supports(space) and
+                  entry.learner.numpy_layouts is not None and entry.learner.numpy_layouts.serves_default(kind)]
         raise InputError(f"algorithm: {name} with its default module could not be registered or served in a {kind} "
                          f"action space: its numpy export serves its default module in "
                          f"{'box' if layouts.box else 'discrete'} spaces only; use algorithm: "

@@ -71,8 +71,9 @@ class EnvFamily(ABC):
 
     @property
     def has_vector_env(self) -> bool:
-        """Whether the family has a native vector implementation."""
-        return self.vector_env_class() is not None
+        """Whether the family has a native vector implementation: it overrides vector_env_class (asking the method
+        would import the env module, and the table is read at import time)."""
+        return type(self).vector_env_class is not EnvFamily.vector_env_class
 
     def make(self, env_config: dict[str, Any] | None = None) -> gym.Env:
         from envs import make_env
@@ -99,19 +100,14 @@ class EnvFamily(ABC):
         then builds the family's env with defaults."""
         if self.env_id in gym.registry:
             return
-        # A family that overrides vector_env_class has one; asking it here would import the env at table reading.
-        overrides_vector = type(self).vector_env_class is not EnvFamily.vector_env_class
-        vector = self._make_vector if overrides_vector else None
+        vector = self._make_vector if self.has_vector_env else None
         gym.register(id=self.env_id, entry_point=self._make_env, vector_entry_point=vector)
 
     def _make_env(self, **kwargs: Any) -> gym.Env:
         return self.env_class()(**kwargs)
 
     def _make_vector(self, **kwargs: Any) -> gym.vector.VectorEnv:
-        vector = self.vector_env_class()
-        if vector is None:  # register() names _make_vector only for a family that has one
-            raise TypeError(f"{self.env_id} has no native vector env")
-        return vector(**kwargs)
+        return self.vector_env_class()(**kwargs)  # registered only where has_vector_env
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env_id!r})"

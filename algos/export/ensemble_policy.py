@@ -38,7 +38,6 @@ from envs.errors import InputError
 
 FORMAT = "rlplatform-numpy-ensemble/1"
 MEMBER_PREFIX = "member{}/"
-KINDS = ("q_values", "probabilities", "weights", "exposure")
 # What each kind averages, for the plan and the verdict's line ("the mean of its members' ...").
 AVERAGED = {"q_values": "Q-values", "probabilities": "action probabilities", "weights": "weights",
             "exposure": "target exposures"}

@@ -51,7 +51,6 @@ class MLPNets:
     taking rows of `input_width` floats. Each op and array is checked as it is compiled (InputError, one line)."""
 
     def __init__(self, nets: Mapping[str, Any], arrays: Mapping[str, np.ndarray], input_width: int) -> None:
-        self.input_width = input_width
         self.encoder = compile_net("encoder", nets["encoder"], input_width, arrays) if "encoder" in nets else []
         latent = self.encoder[-1].width if self.encoder else input_width
         self.heads = {name: compile_net(name, ops, latent, arrays) for name, ops in nets.items() if name != "encoder"}

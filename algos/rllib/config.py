@@ -21,7 +21,6 @@ from ray.tune.registry import register_env
 
 import algos
 import envs
-from algos.export.numpy_policy import NumpyPolicy
 from algos.inputs import BuildInputs, SelectionRule
 from algos.rllib.system_metrics import attach_samples, start_sampling
 from algos.tree_path import value_at
@@ -116,7 +115,7 @@ def score_validation(scorer: Callable[[Any, dict[str, Any]], dict[str, float]], 
     module = algorithm.eval_env_runner.module
     if isinstance(module, MultiRLModule):
         module = module[DEFAULT_MODULE_ID]
-    policy = NumpyPolicy.from_arrays(algos.algorithm(name).export_numpy(module))
+    policy = algos.algorithm(name).numpy_policy(module)
     evaluation_metrics["validation"] = scorer(policy, env_config)
 
 

@@ -67,14 +67,13 @@ def numpy_vs_torch_forward_ms(observation_size: int, repeats: int) -> tuple[floa
     from ray.rllib.algorithms.dqn import DQNConfig
 
     import algos
-    from algos.export.numpy_policy import NumpyPolicy
 
     config = DQNConfig().environment(observation_space=gym.spaces.Box(-10, 10, (observation_size,), np.float32),
                                      action_space=gym.spaces.Discrete(3))
     module = config.training(dueling=True).rl_module(
         model_config={"fcnet_hiddens": [128, 128], "fcnet_activation": "relu"}).get_rl_module_spec().build()
     module.eval()
-    policy = NumpyPolicy.from_arrays(algos.algorithm("dqn").export_numpy(module))
+    policy = algos.algorithm("dqn").numpy_policy(module)
     observation = np.random.default_rng(3).standard_normal((1, observation_size)).astype(np.float32)
 
     def torch_decision() -> None:

@@ -29,7 +29,7 @@ def numpy_policy(module_dir: str | Path, algorithm: Algorithm) -> NumpyPolicy:
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     work_counts.count(work_counts.CHECKPOINT_EXPORTS)
-    return NumpyPolicy.from_arrays(algorithm.export_numpy(RLModule.from_checkpoint(Path(module_dir))))
+    return algorithm.numpy_policy(RLModule.from_checkpoint(Path(module_dir)))
 
 
 def load_module_policy(module_dir: str | Path, algorithm: Algorithm) -> Policy:

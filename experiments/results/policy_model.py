@@ -100,5 +100,11 @@ def reader_class(model_config: dict) -> type | None:
         return envs.family(env_id).reader_class()
     if legacy := model_config.get("input_reader"):
         readers = [family.reader_class() for family in envs.FAMILIES if isinstance(family, ServesRawInputs)]
-        return next(cls for cls in readers if f"{cls.__module__}:{cls.__qualname__}" == legacy)
+        found = next((cls for cls in readers if f"{cls.__module__}:{cls.__qualname__}" == legacy), None)
+        if found is None:
+            from envs.errors import InputError
+
+            raise InputError(f"the model's input reader {legacy!r} is no family's reader: register the model again "
+                             "with this version of the platform")
+        return found
     return None

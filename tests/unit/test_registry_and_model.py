@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import envs
+from envs.errors import InputError
 from experiments.results.policy_model import as_observation_batch, reader_class
 from experiments.results.registry import registered_name
 from experiments.tracking.comparison import DISPLAY_OPTIONS
@@ -156,3 +157,5 @@ def test_a_model_names_its_env_and_one_registered_before_names_its_readers_class
     assert reader_class({"input_reader": "envs.trading.bar_reader:BarReader"}) is BarReader
     assert reader_class({"input_reader": "envs.portfolio.universe_reader:UniverseReader"}) is UniverseReader
     assert reader_class({"observation_shape": [3]}) is None
+    with pytest.raises(InputError, match=r"'envs.gone:Reader' is no family's reader: register the model again"):
+        reader_class({"input_reader": "envs.gone:Reader"})
