@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from envs.report import Policy
@@ -141,9 +140,9 @@ class UpdatesData(ABC):
         `source` when it reads none (generated data, say)."""
 
     @abstractmethod
-    def update_request(self, paths: Sequence[str], source_file: Path | None = None, feed: str | None = None) -> Any:
-        """The request that appends new records to each of `paths`: those of `source_file`, or what `feed` (an
-        exchange, say) has after each file's last record (paper trading's --exchange polls this)."""
+    def update_request(self, paths: Sequence[str], feed: str) -> Any:
+        """The request that appends to each of `paths` what `feed` (an exchange, say) has after the file's last
+        record (paper trading's --exchange polls this)."""
 
 
 class ProbesNumerics(ABC):

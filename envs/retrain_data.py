@@ -72,10 +72,11 @@ class RetrainData(ABC):
         run read it instead."""
 
     @abstractmethod
-    def forward_test(self, models: Mapping[str, Any], rows: range) -> ForwardReport:
+    def forward_test(self, models: Mapping[str, Any], rows: range, local: Path) -> ForwardReport:
         """Replay each registered model (an MLflow pyfunc model: `predict`, `unwrap_python_model().inputs`) over the
         calendar's `rows` through its served code, as paper trading does, next to the family's baselines, with the
-        backtest's costs."""
+        backtest's costs. A family that replays files writes them under `local`, the folder `cut` writes to, so the
+        refit's `cut(len(index))` reuses them."""
 
     def forward_rows(self, forward_bars: int, champion_tags: Mapping[str, str] | None) -> range:
         """The newest `forward_bars` rows, all after the data the champion (its version's tags) trained on and was

@@ -39,8 +39,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--follow", action="store_true", help="keep polling --bars (or --exchange) for new bars")
     parser.add_argument("--exchange", help="with --follow: fetch new bars from this ccxt exchange into --bars")
     parser.add_argument("--serve-url", help="ask a served model (mlflow models serve) instead of loading it here")
-    parser.add_argument("--poll-seconds", type=float, default=30.0)
-    parser.add_argument("--drift-bars", type=int, default=720, help="rolling window of the drift alarm (bars)")
+    parser.add_argument("--poll-seconds", type=float, default=PaperOptions.poll_seconds)
+    parser.add_argument("--drift-bars", type=int, default=PaperOptions.drift_bars,
+                        help="rolling window of the drift alarm (bars)")
     parser.add_argument("--tracking-uri", help="default MLFLOW_TRACKING_URI, else ./mlruns")
     return parser.parse_args(argv)
 

@@ -28,7 +28,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help='a registered model, e.g. "models:/dqn_btc@champion" or models:/dqn_btc/3')
-    parser.add_argument("--port", type=int, default=5001, help="default 5001; 0 picks a free port and prints it")
+    parser.add_argument("--port", type=int, default=ServeOptions.port,
+                        help=f"default {ServeOptions.port}; 0 picks a free port and prints it")
     parser.add_argument("--host", default=LOOPBACK, help="interface (default 127.0.0.1: this machine only)")
     parser.add_argument("--tracking-uri", default=None, help="default MLFLOW_TRACKING_URI, else ./mlruns")
     return parser.parse_args(argv)

@@ -6,7 +6,9 @@ asset order, its last bars asked as one wide table with the weights held, the an
 the backtest's `step_book`), so its forward numbers are what paper trading would have shown and, on the same rows,
 its backtest's. The baselines are the backtest's (envs.portfolio.backtest): decided on the env the experiment's
 env_config makes of the same files with the forward window as its test part (so a baseline fitted on the train part
-is fitted on every row before the window), filled by `replay_weights` at the costs of the first model's env.
+is fitted on every row before the window), filled by `replay_weights` at the costs of the first model's env. The
+files are read once, by that env: each model's paper book trades the universe it read (paper trading would build
+the same one from the same files, envs.portfolio.universe_files), in the model's asset order.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from envs.portfolio.baselines import BASELINES, FIXED, fixed_weights
 from envs.portfolio.book import replay_weights
 from envs.portfolio.env import PortfolioEnv
 from envs.portfolio.paper import UniversePaper
+from envs.portfolio.universe import Universe
 from envs.retrain_data import ForwardReport
 
 
@@ -37,7 +40,7 @@ def forward_test(models: Mapping[str, Any], paths: list[str], env_config: dict[s
     ppy = market.bars_per_year
     curves, table = {}, {}
     for name, model in models.items():
-        curves[name], table[name] = replayed(model, paths, rows, ppy)
+        curves[name], table[name] = replayed(model, paths, universe, rows, ppy)
     view = baseline_view(env)
     strategies = {baseline.name: baseline.decide(view, lo, hi) for baseline in BASELINES}
     if env.fixed_weights is not None:
@@ -51,10 +54,12 @@ def forward_test(models: Mapping[str, Any], paths: list[str], env_config: dict[s
                          market.timestamps[lo])
 
 
-def replayed(model: Any, paths: list[str], rows: range, periods_per_year: float) -> tuple[np.ndarray, dict]:
-    """A model's equity at each row's close, paper-traded through its served code, and its table row."""
+def replayed(model: Any, paths: list[str], universe: Universe, rows: range, periods_per_year: float
+             ) -> tuple[np.ndarray, dict]:
+    """A model's equity at each row's close, paper-traded through its served code on `universe` (read from
+    `paths`), and its table row."""
     paper = UniversePaper.open(model.unwrap_python_model().inputs, paths, follow=False)
-    data = paper.read()
+    data = paper.on(universe)
     book = paper.new_book()
     width = len(paper.reader.symbols) + 1
     decided: list[np.ndarray] = []

@@ -153,9 +153,14 @@ class UniversePaper:
         universe = self._files.read()
         if self._last is None or self._last[0] is not universe:
             self._last = None  # a universe refused now is refused again at the next poll, not served stale
-            ordered = self._in_model_order(universe)
-            self._last = (universe, (ordered, wide_table(ordered)))
+            self._last = (universe, self.on(universe))
         return self._last[1]
+
+    def on(self, universe: Universe) -> tuple[Universe, pd.DataFrame]:
+        """`universe`, already read from the sources (a forward test's env read it), as `read` gives it: checked
+        against the model, in its order, and its wide table."""
+        ordered = self._in_model_order(universe)
+        return ordered, wide_table(ordered)
 
     def _in_model_order(self, universe: Universe) -> Universe:
         """The universe checked against the model (its assets, timeframe and fields), its assets in the model's

@@ -11,7 +11,6 @@ file through the common end.
 """
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,15 +39,17 @@ class UniverseRetrainData(RetrainData):
     @classmethod
     def read(cls, env_config: dict[str, Any], source: str) -> "UniverseRetrainData":
         from envs.portfolio.config import PortfolioConfig
-        from envs.portfolio.universe import build_universe, file_frames
+        from envs.portfolio.data_files import universe_files
+        from envs.portfolio.universe import file_frames, universe_calendar
 
-        cfg = PortfolioConfig.from_dict(env_config)
-        if cfg.source != "file" or not cfg.data_paths:
+        cfg = PortfolioConfig.from_dict(env_config)  # a malformed env_config says so before the refusal below
+        try:
+            paths = tuple(universe_files(env_config, source))  # the files `experiments.data update` appends to
+        except InputError:  # none: said as what a retrain needs
             given = "a wide table (table_path)" if cfg.table_path else "a synthetic universe"
             raise InputError(f"{source}: {KEY}: a retrain appends to one bars file per asset and cuts each at one "
                              f"calendar time; this experiment reads {given}: name the assets' bars files in "
-                             "data_paths (python -m experiments.data import)")
-        paths = tuple(cfg.data_paths)
+                             "data_paths (python -m experiments.data import)") from None
         frames = file_frames(list(paths))  # symbol -> bars, in the files' order; a symbol twice is refused
         ends = [bars.index[-1] for bars in frames.values()]
         common = min(ends)
@@ -68,8 +69,8 @@ class UniverseRetrainData(RetrainData):
             cut = bars[bars.index <= common]
             cut.attrs = {**bars.attrs, "symbol": symbol}
             files.append(cut)
-        universe = build_universe(dict(zip(frames, files, strict=True)), ", ".join(paths), close_only=False)
-        return cls(dict(env_config), source, paths, tuple(files), universe.timestamps, note)
+        calendar = universe_calendar(dict(zip(frames, files, strict=True)), ", ".join(paths))
+        return cls(dict(env_config), source, paths, tuple(files), calendar, note)
 
     @property
     def index(self) -> pd.DatetimeIndex:
@@ -102,11 +103,11 @@ class UniverseRetrainData(RetrainData):
                                  f"{KEY}, or retrain once it has bars before the forward window")
         return {"data_paths": [cut_copy(bars, last, storage, folder, local) for bars in self.files]}
 
-    def forward_test(self, models: Mapping[str, Any], rows: range) -> ForwardReport:
-        """On the files through the common end, written to a temporary folder: the backtest's env and the paper
-        book read files, as a run and paper trading do."""
+    def forward_test(self, models: Mapping[str, Any], rows: range, local: Path) -> ForwardReport:
+        """On the files through the common end, written under `local` (the refit's `cut(len(index))` finds them
+        there and writes nothing): the backtest's env reads them as a run does, and each model is paper-traded on
+        the universe the env read."""
         from envs.portfolio.forward_test import forward_test
 
-        with tempfile.TemporaryDirectory(prefix="forward-") as folder:
-            paths = [str(local_copy(bars, self.calendar[-1], Path(folder))) for bars in self.files]
-            return forward_test(models, paths, self.env_config, rows)
+        paths = [str(local_copy(bars, self.calendar[-1], local)) for bars in self.files]
+        return forward_test(models, paths, self.env_config, rows)

@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from envs.datasets import digest_of
 from envs.errors import InputError
 from envs.portfolio.universe_table import check_table
-from envs.trading.data import BAR_COLUMNS, digest_of, load_bars
+from envs.trading.data import BAR_COLUMNS, load_bars
 from envs.trading.features.spec import Block, Item, TransformFeature
 from envs.trading.features.talib_functions import TaFeature, input_columns
 from envs.trading.features.transforms import TRANSFORMS
@@ -112,33 +113,11 @@ def load_universe(paths: list[str] | None, table: str | None, assets: list[str] 
 
 def build_universe(frames: dict[str, pd.DataFrame], source: str, close_only: bool) -> Universe:
     """Put each asset's bars (OHLCV, or close only) on the union calendar; see the module docstring."""
-    if len(frames) < 2:
-        raise InputError(f"{source}: a universe of {len(frames)} asset(s): a portfolio allocates between two or "
-                         "more; trade one asset with environment.env: trading/Spot-v0")
-    timeframes = {symbol: frame.attrs.get("timeframe") for symbol, frame in frames.items()}
-    if len(set(timeframes.values())) > 1:
-        listed = ", ".join(f"{symbol} {tf}" for symbol, tf in timeframes.items())
-        raise InputError(f"{source}: the assets' bars have different timeframes ({listed}): resample them to one "
-                         "timeframe (python -m experiments.data import ... --timeframe)")
-    timeframe = next(iter(timeframes.values()))
-    # In int64 nanoseconds: a set of Timestamps takes minutes for 500 assets, and files may keep other units.
-    each = [frame.index.as_unit("ns").asi8 for frame in frames.values()]
-    union = np.unique(np.concatenate(each))
-    stamps = pd.DatetimeIndex(union.view("datetime64[ns]"), name="timestamp").tz_localize("UTC")
-    trading = np.zeros(len(stamps), dtype=np.int64)
-    for values in each:
-        trading[np.searchsorted(union, values)] += 1
-    both = np.flatnonzero(trading >= 2)
-    if not len(both):
-        raise InputError(f"{source}: no bar time at which two assets trade (each asset's bars lie outside every "
-                         "other's): give assets whose histories overlap")
-    calendar = stamps[both[0]:]
+    calendar = universe_calendar(frames, source)
+    timeframe = next(iter(frames.values())).attrs.get("timeframe")
     on_calendar, opens, closes, listed = [], [], [], []
-    for symbol, frame in frames.items():
+    for frame in frames.values():
         span = calendar[(calendar >= frame.index[0]) & (calendar <= frame.index[-1])]
-        if not len(span):
-            raise InputError(f"{source}: {symbol}'s bars end at {frame.index[-1]}, before the universe's calendar "
-                             f"starts ({calendar[0]}, the first bar time at which two assets trade): drop {symbol}")
         # on the calendar's unit: a reindex across units (a parquet's microseconds) takes ~10 ms an asset, ~300x
         filled = _flat_bars_in_holes(frame.set_axis(frame.index.as_unit("ns")).reindex(span), close_only)
         filled.attrs = {}  # its values, not its file's bytes, name it from here on (features.store.bars_digest)
@@ -152,6 +131,37 @@ def build_universe(frames: dict[str, pd.DataFrame], source: str, close_only: boo
     return Universe(symbols=tuple(frames), timestamps=calendar, opens=np.stack(opens, axis=1),
                     closes=np.stack(closes, axis=1), listed=np.stack(listed, axis=1), frames=tuple(on_calendar),
                     timeframe=str(timeframe), close_only=close_only, source=source)
+
+
+def universe_calendar(frames: dict[str, pd.DataFrame], source: str) -> pd.DatetimeIndex:
+    """The calendar `build_universe` puts the assets' bars on, with its refusals, without putting them there (a
+    retrain needs only the rows: envs.portfolio.retrain_data)."""
+    if len(frames) < 2:
+        raise InputError(f"{source}: a universe of {len(frames)} asset(s): a portfolio allocates between two or "
+                         "more; trade one asset with environment.env: trading/Spot-v0")
+    timeframes = {symbol: frame.attrs.get("timeframe") for symbol, frame in frames.items()}
+    if len(set(timeframes.values())) > 1:
+        listed = ", ".join(f"{symbol} {tf}" for symbol, tf in timeframes.items())
+        raise InputError(f"{source}: the assets' bars have different timeframes ({listed}): resample them to one "
+                         "timeframe (python -m experiments.data import ... --timeframe)")
+    # In int64 nanoseconds: a set of Timestamps takes minutes for 500 assets, and files may keep other units.
+    each = [frame.index.as_unit("ns").asi8 for frame in frames.values()]
+    union = np.unique(np.concatenate(each))
+    stamps = pd.DatetimeIndex(union.view("datetime64[ns]"), name="timestamp").tz_localize("UTC")
+    trading = np.zeros(len(stamps), dtype=np.int64)
+    for values in each:
+        trading[np.searchsorted(union, values)] += 1
+    both = np.flatnonzero(trading >= 2)
+    if not len(both):
+        raise InputError(f"{source}: no bar time at which two assets trade (each asset's bars lie outside every "
+                         "other's): give assets whose histories overlap")
+    calendar = stamps[both[0]:]
+    for symbol, frame in frames.items():
+        # its own bars are on the union: it has a calendar row unless its last bar comes before the calendar's first
+        if frame.index[-1] < calendar[0]:
+            raise InputError(f"{source}: {symbol}'s bars end at {frame.index[-1]}, before the universe's calendar "
+                             f"starts ({calendar[0]}, the first bar time at which two assets trade): drop {symbol}")
+    return calendar
 
 
 def _flat_bars_in_holes(frame: pd.DataFrame, close_only: bool) -> pd.DataFrame:

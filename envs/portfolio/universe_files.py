@@ -23,11 +23,12 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from envs.datasets import read_bytes
 from envs.errors import InputError
 from envs.portfolio.universe import Universe, build_universe, file_asset, file_frames
 from envs.portfolio.universe_table import CheckedTable, asset_field, check_table, read_table
 from envs.trading.bars_file import last_line, whole_lines
-from envs.trading.data import is_parquet, is_uri, read_bytes, say_once
+from envs.trading.data import is_parquet, is_uri, say_once
 
 FileStamp = tuple[int, int]  # (st_size, st_mtime_ns)
 Frames = dict[str, pd.DataFrame]

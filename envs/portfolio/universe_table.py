@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from envs.datasets import read_bytes
 from envs.errors import InputError
 from envs.trading.bar_checks import check_bars, close_only_bars
 from envs.trading.calendar import detect_calendar, timeframe_delta
@@ -26,7 +27,6 @@ from envs.trading.data import (
     check_spacing,
     infer_timeframe,
     is_parquet,
-    read_bytes,
     say_once,
 )
 

@@ -177,10 +177,16 @@ def import_csv(path: str | Path, timeframe: str, gaps: str = "ffill", symbol: st
     return bars, ImportReport(checks, volume_column, stamps, left_aside, stated)
 
 
+def read_csv_text(path: Path) -> str:
+    """A CSV export's text, as `import_csv` reads it (a caller that imports several assets of one wide table reads
+    it once and passes it as `text`)."""
+    return read_user_text(path, "CSV export", "pass one CSV file of bars (exported as UTF-8 text)", "utf-8-sig")
+
+
 def _read_text_table(path: Path, text: str | None = None) -> pd.DataFrame:
     """Read a CSV export (or `text`, a part of it), skipping an attribution line such as CryptoDataDownload's."""
     if text is None:
-        text = read_user_text(path, "CSV export", "pass one CSV file of bars (exported as UTF-8 text)", "utf-8-sig")
+        text = read_csv_text(path)
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise InputError(f"{path}: the file is empty: export the bars again")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from envs.datasets import digest_of, is_uri, read_bytes
 from envs.errors import InputError
 from envs.trading.calendar import (
     ALL_WEEK,
@@ -267,46 +268,9 @@ def save_bars(bars: pd.DataFrame, path: str | Path, symbol: str, timeframe: str,
     return path
 
 
-def is_uri(path: str | Path) -> bool:
-    """A URI such as s3://bucket/raw/BTC-USD_1h.parquet (read through pandas' pyarrow filesystems), not a path."""
-    return "://" in str(path)
-
-
 def is_parquet(path: str | Path) -> bool:
     """Whether a path or URI names a parquet file (an s3:// URI may carry ?endpoint_override=...); else a CSV."""
     return str(path).split("?")[0].endswith(".parquet")
-
-
-def read_bytes(path: str | Path, what: str) -> bytes:
-    """A user-named file's bytes from a local path or an s3:// URI (`?endpoint_override=` selects an S3-compatible
-    store), so every node of a cluster reads the same bytes; InputError naming the file and the fix."""
-    if not is_uri(path):
-        local = Path(path)
-        if not local.exists():
-            raise InputError(f"{local}: {what} not found")
-        if local.is_dir():
-            raise InputError(f"{local}: is a folder, not a {what}")
-        try:
-            return local.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{local}: cannot read the {what} ({exc.strerror})") from None
-    import pyarrow.fs as pafs
-
-    try:
-        filesystem, inner = pafs.FileSystem.from_uri(str(path))
-        with filesystem.open_input_stream(inner) as stream:
-            return stream.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: {what} not found: upload it there") from None
-    except (OSError, ValueError) as exc:
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise InputError(f"{path}: cannot read it ({first}): check the URI, the endpoint and the credentials "
-                         "(AWS_PROFILE, ~/.aws/credentials or an instance role)") from None
-
-
-def digest_of(data: bytes) -> str:
-    """The content digest that names data in caches and ledgers."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def values_digest(bars: pd.DataFrame, rows: list[tuple[int, int]]) -> str:

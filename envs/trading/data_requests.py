@@ -17,8 +17,8 @@ from envs.ability_types import DataCommand
 from envs.errors import InputError
 from envs.trading.csv_import import STAMPS
 from envs.trading.data import GAP_POLICIES, TIMEFRAMES
+from envs.trading.fetch import DEFAULT_DATA_DIR, DEFAULT_MAX_BARS
 
-DEFAULT_DIR = Path("data") / "raw"
 GAPS_HELP = "missing bars: ffill = flat bars at the last close (default), drop, or error"
 
 
@@ -84,9 +84,9 @@ class FetchBars:
     exchange: str = "binance"
     since: str | None = None
     until: str | None = None
-    max_bars: int = 20_000
+    max_bars: int = DEFAULT_MAX_BARS
     gaps: str = "ffill"
-    data_dir: Path = DEFAULT_DIR
+    data_dir: Path = DEFAULT_DATA_DIR
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def _import_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-volume", action="store_true",
                         help="accept a file without a volume column (volume 0: the volume feature is constant)")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
-    parser.add_argument("--out", type=Path, help=f"output parquet (default {DEFAULT_DIR}/<SYMBOL>_<TF>.parquet)")
+    parser.add_argument("--out", type=Path, help=f"output parquet (default {DEFAULT_DATA_DIR}/<SYMBOL>_<TF>.parquet)")
 
 
 def _import_request(args: argparse.Namespace) -> ImportBars | ImportUniverse:
@@ -172,10 +172,11 @@ def _fetch_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exchange", default="binance", help="a ccxt exchange id (default binance; e.g. coinbase)")
     parser.add_argument("--since", help="first bar, e.g. 2023-01-01 (default: --max-bars bars before now)")
     parser.add_argument("--until", help="last bar (default: now; the bar still forming is dropped)")
-    parser.add_argument("--max-bars", type=int, default=20_000, help="history length when --since is not given")
+    parser.add_argument("--max-bars", type=int, default=DEFAULT_MAX_BARS,
+                        help="history length when --since is not given")
     parser.add_argument("--gaps", default="ffill", choices=GAP_POLICIES, help=GAPS_HELP)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DIR,
-                        help=f"where <SYMBOL>_<TF>.parquet is written (default {DEFAULT_DIR})")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help=f"where <SYMBOL>_<TF>.parquet is written (default {DEFAULT_DATA_DIR})")
 
 
 def _update_flags(parser: argparse.ArgumentParser) -> None:

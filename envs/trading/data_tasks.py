@@ -13,7 +13,6 @@ from envs.trading.calendar import ALL_WEEK, bars_per_year, detect_calendar
 from envs.trading.csv_import import import_csv
 from envs.trading.data import check_coarser, find_gaps, load_bars, resample_bars, save_bars
 from envs.trading.data_requests import (
-    DEFAULT_DIR,
     DescribeFeatures,
     FetchBars,
     ImportBars,
@@ -23,6 +22,7 @@ from envs.trading.data_requests import (
     UpdateBars,
 )
 from envs.trading.dataset_update import check_declared, update_datasets
+from envs.trading.fetch import DEFAULT_DATA_DIR
 from envs.trading.symbols import canonical_symbol
 
 
@@ -45,7 +45,7 @@ def refuse_existing(out: Path, force: bool) -> None:
 
 def import_bars(request: ImportBars) -> list[str]:
     symbol = canonical_symbol(request.symbol)
-    out = request.out or DEFAULT_DIR / f"{symbol}_{request.timeframe}.parquet"
+    out = request.out or DEFAULT_DATA_DIR / f"{symbol}_{request.timeframe}.parquet"
     bars, report = import_csv(request.file, request.timeframe, gaps=request.gaps, symbol=symbol,
                               stamps=request.stamps, allow_no_volume=request.no_volume, calendar=request.calendar)
     check_declared(report, symbol, request.file)
@@ -61,7 +61,7 @@ def import_universe(request: ImportUniverse) -> list[str]:
     in its metadata for a portfolio's `table_path`."""
     from envs.portfolio.universe_table import check_table, save_universe, span_of
 
-    out = request.out or DEFAULT_DIR / f"{request.file.stem}_universe.parquet"
+    out = request.out or DEFAULT_DATA_DIR / f"{request.file.stem}_universe.parquet"
     refuse_existing(out, request.force)
     if out.suffix != ".parquet":
         raise InputError(f"{out}: --out must end in .parquet (a universe is written as one parquet file)")

@@ -6,6 +6,7 @@ read and planned before any is written, so a refusal leaves them all as they wer
 """
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from envs.ability_types import DataFiles
 from envs.errors import InputError
 from envs.trading.bars_update import BarsUpdate, NewBars, dataset_identity, plan_update, timeframe_mismatch
 from envs.trading.calendar import ALL_WEEK
-from envs.trading.csv_import import ImportReport, import_csv
+from envs.trading.csv_import import ImportReport, import_csv, read_csv_text
 from envs.trading.data import TIMEFRAMES, load_bars, save_bars, timeframe_delta
 from envs.trading.data_requests import UpdateBars
 from envs.trading.symbols import canonical_symbol, check_symbol
@@ -41,7 +42,9 @@ def update_datasets(request: UpdateBars, files: DataFiles) -> list[str]:
         raise InputError(f"{request.source_file}: one asset's bars: --universe takes new bars from a table of the "
                          "universe's assets (ASSET:field columns) or from --fetch EXCHANGE")
     paths = list(request.paths) if request.universe is None else files.experiment_files(request.universe)
-    planned = [_plan(request, path, files) for path in paths]
+    # A CSV's text is read when the first file's plan needs it (after that file's own checks), once for all files.
+    source_text = functools.cache(lambda: read_csv_text(request.source_file))
+    planned = [_plan(request, path, files, source_text) for path in paths]
     reports = [_write(plan, files) for plan in planned]
     if len(reports) == 1:
         return reports[0]
@@ -61,7 +64,7 @@ def bars_file(env_config: dict[str, Any], source: str) -> str:
     return bars_path(cfg)
 
 
-def _plan(request: UpdateBars, path: str, files: DataFiles) -> PlannedFile:
+def _plan(request: UpdateBars, path: str, files: DataFiles, source_text: Callable[[], str]) -> PlannedFile:
     stored = load_bars(files.readable(path))
     symbol, timeframe = dataset_identity(stored, path)
     notes: list[str] = []
@@ -79,7 +82,7 @@ def _plan(request: UpdateBars, path: str, files: DataFiles) -> PlannedFile:
         bars = load_bars(request.source_file)
         new = NewBars(bars, str(request.source_file), bars.attrs.get("symbol"), bars.attrs.get("timeframe"))
     else:
-        new, notes = _csv_bars(request, stored, symbol, timeframe, path)
+        new, notes = _csv_bars(request, source_text(), stored, symbol, timeframe, path)
     update = plan_update(stored, new, path, request.gaps or stored.attrs.get("gaps", "ffill"), request.force)
     return PlannedFile(path, stored, update, notes)
 
@@ -96,17 +99,18 @@ def _write(plan: PlannedFile, files: DataFiles) -> list[str]:
     return [*plan.update.lines(), *plan.notes, f"previous version kept as {kept}", f"wrote {plan.path}"]
 
 
-def _csv_bars(request: UpdateBars, stored: pd.DataFrame, symbol: str, timeframe: str, path: str
+def _csv_bars(request: UpdateBars, text: str, stored: pd.DataFrame, symbol: str, timeframe: str, path: str
               ) -> tuple[NewBars, list[str]]:
-    """A CSV export's bars, holes kept (the update fills them from the last stored close), and the import's notes
-    (without its gaps line: the update reports the gaps in what it appends). The bars are labelled with the
-    market the file states, else --symbol, else the dataset's; a --symbol the file contradicts is refused."""
+    """A CSV export's bars (`text`: the file's, read once for all the datasets updated), holes kept (the update
+    fills them from the last stored close), and the import's notes (without its gaps line: the update reports the
+    gaps in what it appends). The bars are labelled with the market the file states, else --symbol, else the
+    dataset's; a --symbol the file contradicts is refused."""
     source = request.source_file
     csv_symbol = canonical_symbol(request.symbol) if request.symbol else symbol
 
     def read(tf: str) -> tuple[pd.DataFrame, ImportReport]:
         return import_csv(source, tf, gaps="drop", symbol=csv_symbol, stamps=request.stamps,
-                          allow_no_volume=not stored["volume"].any())  # a dataset imported with --no-volume
+                          allow_no_volume=not stored["volume"].any(), text=text)  # a dataset imported with --no-volume
 
     try:
         bars, report = read(timeframe)

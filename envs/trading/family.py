@@ -8,7 +8,6 @@ feature store, a served model that reads bars, paper trading. `trading/Portfolio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import gymnasium as gym
@@ -57,10 +56,10 @@ class TradingFamily(Backtests, HasBars, CachesFeatures, PaperTrades, Retrains, U
 
         return run_request(request, files)
 
-    def update_request(self, paths: Sequence[str], source_file: Path | None = None, feed: str | None = None) -> Any:
+    def update_request(self, paths: Sequence[str], feed: str) -> Any:
         from envs.trading.data_requests import UpdateBars
 
-        return UpdateBars(tuple(paths), source_file=source_file, fetch=feed)
+        return UpdateBars(tuple(paths), fetch=feed)
 
 
 class SpotFamily(ExplainsInputs, PreparesData, ProbesNumerics, TradingFamily):

@@ -12,12 +12,12 @@ BUNDLED_BARS = Path(__file__).resolve().parents[2] / "data" / "raw" / "BTC-USD_1
 PROBED_FEATURES = ["basic", {"ta": "RSI", "timeperiod": 14}, {"ta": "ATR"}, "log_return"]
 
 
-def feature_probe(bars_path: Path = BUNDLED_BARS) -> NumericProbe:
+def feature_probe() -> NumericProbe:
     from envs.trading.data import load_bars
     from envs.trading.features.matrix import build_raw, normalize
     from envs.trading.features.spec import parse_features
 
-    bars = load_bars(bars_path)
+    bars = load_bars(BUNDLED_BARS)
     raw = build_raw(parse_features(PROBED_FEATURES), bars, "1h", "fingerprint")
     features = normalize(raw, slice(0, len(bars) // 2)).values
     return NumericProbe(features, raw.warmup, np.diff(np.log(bars["close"].to_numpy())))

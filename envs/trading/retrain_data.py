@@ -10,7 +10,6 @@ from typing import Any
 
 import pandas as pd
 
-from envs.errors import InputError
 from envs.retrain_data import ForwardReport, RetrainData, publish
 
 
@@ -47,12 +46,10 @@ class BarsRetrainData(RetrainData):
     @classmethod
     def read(cls, env_config: dict[str, Any], source: str) -> "BarsRetrainData":
         from envs.trading.data import load_bars
+        from envs.trading.dataset_update import bars_file
 
-        data_path = env_config.get("data_path")
-        if not data_path:
-            raise InputError(f"{source}: environment.env_config.data_path: retraining appends to a dataset file; "
-                             "name one (python -m experiments.data update PATH appends bars to it)")
-        return cls(load_bars(data_path), str(data_path))
+        data_path = bars_file(env_config, source)  # the file `experiments.data update` appends to
+        return cls(load_bars(data_path), data_path)
 
     @property
     def index(self) -> pd.DatetimeIndex:
@@ -73,7 +70,8 @@ class BarsRetrainData(RetrainData):
     def cut(self, stop: int, storage: Any, folder: tuple[str, ...], local: Path) -> dict[str, Any]:
         return {"data_path": cut_copy(self.bars, self.bars.index[stop - 1], storage, folder, local)}
 
-    def forward_test(self, models: Mapping[str, Any], rows: range) -> ForwardReport:
+    def forward_test(self, models: Mapping[str, Any], rows: range, local: Path) -> ForwardReport:
+        """Replays the bars read (no file written under `local`)."""
         from envs.trading.forward_test import forward_test
 
         return forward_test({name: served(model) for name, model in models.items()}, self.bars, rows)

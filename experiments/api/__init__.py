@@ -28,7 +28,7 @@ from experiments.api.comparison import Comparison, compare
 from experiments.api.console_view import events_to_console
 from experiments.api.data import DataOptions, data
 from experiments.api.describing import experiment_schema, explain
-from experiments.api.events import OnEvent, RunEvent
+from experiments.api.events import RunEvent
 from experiments.api.hardware import (
     Detection,
     PresetPlans,
@@ -47,6 +47,7 @@ from experiments.api.runs import plan, run
 from experiments.api.serving import ServeOptions, Server, serve
 from experiments.api.transfers import transfer
 from experiments.plan.run_clock import RunClock
+from experiments.records.run_events import OnEvent
 
 __all__ = ["Comparison", "DataOptions", "Detection", "MachineFingerprint", "OnEvent", "PaperEvent", "PaperOptions",
            "PaperResult", "Plan", "PresetPlans", "PresetSummary", "RetrainOptions", "RetrainResult", "RunClock",

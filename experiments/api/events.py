@@ -8,19 +8,14 @@ The callback is a parameter of `plan` and `run`, not a field of `RunOptions`: th
 side-by-side child as JSON (experiments/api/child.py), and a function does not.
 
 The events that rooms below `api/` send (a line, a spinner's text, a phase, a trial's row) are in
-experiments/records/run_events.py; the run's own are here. Helpers that still write to a rich Console (registration,
-scoring's spinners, starting Ray) are handed an `EventConsole`, which turns what they print into `Line` and `Status`
-events and writes nothing anywhere.
+experiments/records/run_events.py, with `OnEvent`, `ignore` and the helpers' `say` and `show_status`; the run's own
+are here.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
 
 from experiments.records.run_events import Line, Phase, Status, TrialsEnded, TrialUpdate
 
@@ -114,37 +109,3 @@ class ListingProgress:
 
 RunEvent = (Line | Status | Phase | TrialUpdate | TrialsEnded | Planned | Fault | Partial | GroupJudged | GroupsJudged
             | Table | Frame | ListingProgress)
-OnEvent = Callable[[RunEvent], None]
-
-
-def ignore(event: RunEvent) -> None:
-    """The callback of a caller that passed none."""
-
-
-def say(on_event: OnEvent) -> Callable[[str], None]:
-    """A `log` function for helpers that report in lines of text, as `console.print` takes them."""
-    return lambda text: on_event(Line(text, markup=True, highlight=True))
-
-
-class EventConsole(Console):
-    """A rich Console for the helpers that still print to one: `print` becomes a `Line` event (with print's markup
-    and highlight defaults), `status` a pair of `Status` events; nothing is written (the console is quiet)."""
-
-    def __init__(self, on_event: OnEvent) -> None:
-        super().__init__(quiet=True)
-        self.on_event = on_event
-
-    def print(self, *objects: Any, sep: str = " ", markup: bool | None = None, highlight: bool | None = None,
-              **_: Any) -> None:
-        texts = [item for item in objects if isinstance(item, str)]
-        if len(texts) != len(objects):
-            raise TypeError("an EventConsole takes text: send a renderable as its own event")
-        self.on_event(Line(sep.join(texts), markup=markup is not False, highlight=highlight is not False))
-
-    @contextmanager
-    def status(self, status: Any, **_: Any) -> Iterator[None]:  # type: ignore[override]
-        self.on_event(Status(str(status)))
-        try:
-            yield
-        finally:
-            self.on_event(Status(None))

@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from envs.errors import InputError
+from experiments.records.run_events import OnEvent, ignore
 
 STATE_TAG, KEY_TAG, DRIFT_TAG = "paper.state", "paper.key", "drift"
 
@@ -57,18 +57,18 @@ class PaperResult:
 
 
 def paper(model_uri: str, bars: list[str], options: PaperOptions = PaperOptions(),
-          on_event: Callable[[PaperEvent], None] | None = None) -> PaperResult:
+          on_event: OnEvent[PaperEvent] | None = None) -> PaperResult:
     """Paper-trade `model_uri` on `bars` (the family's bars files) until the last bar, or with `follow` until
     interrupted. Bad input (a model that reads no bars, files that do not fit it) is an InputError before any run
     opens."""
-    return PaperSession(model_uri, [str(path) for path in bars], options, on_event or (lambda _event: None)).run()
+    return PaperSession(model_uri, [str(path) for path in bars], options, on_event or ignore).run()
 
 
 class PaperSession:
     """One model on one set of bars files: the family's market, the model's answers, the MLflow run."""
 
     def __init__(self, model_uri: str, bars: list[str], options: PaperOptions,
-                 on_event: Callable[[PaperEvent], None]) -> None:
+                 on_event: OnEvent[PaperEvent]) -> None:
         import mlflow
 
         import envs

@@ -24,7 +24,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from envs.errors import RunFault
-from experiments.api.events import EventConsole, Fault, OnEvent, RunEvent, ignore, say
+from experiments.api.events import Fault, RunEvent
 from experiments.api.options import RunRequest, rerun_command
 from experiments.api.preflight import Checked
 from experiments.api.result import RunResult
@@ -32,7 +32,7 @@ from experiments.api.sweep_steps import last_words, open_sweep, sweep
 from experiments.plan.cluster import RayTarget
 from experiments.plan.local_ray import start_ray
 from experiments.records.exits import MLFLOW_FAILED, MLFLOW_KILLED, ExitCode
-from experiments.records.run_events import Line, Phase, TrialUpdate
+from experiments.records.run_events import Line, OnEvent, Phase, TrialUpdate, ignore, say
 from experiments.storage.filesystem import Storage, keep_credentials_out_of_ray
 from experiments.storage.resume_check import check_resumable
 from experiments.storage.sweep_state import FAILED as SWEEP_FAILED
@@ -41,8 +41,6 @@ from experiments.sweep.faults import ClusterWatch, bound_waits, tracking_unreach
 from experiments.sweep.run_status import StatusFile
 from experiments.tracking.pending_closures import PendingClosures
 from experiments.tracking.runs import close_open_children, make_client
-
-FAILED, KILLED = MLFLOW_FAILED, MLFLOW_KILLED
 
 
 def silence_rllib_import_noise() -> None:
@@ -59,14 +57,14 @@ def silence_rllib_import_noise() -> None:
 class Ending:
     """How the sweep ended, for closing its MLflow runs and its state file."""
 
-    mlflow: str = FAILED
+    mlflow: str = MLFLOW_FAILED
     sweep: str = SWEEP_FAILED
     state: SweepState | None = None  # set as soon as the sweep has one
     tracking_down: bool = False  # the tracking server is what failed: closures are recorded, not tried
 
 
 def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest,
-                   on_event: OnEvent | None = None) -> RunResult:
+                   on_event: OnEvent[RunEvent] | None = None) -> RunResult:
     """Sweep the checked experiment (its search space is the one `experiments.sweep.tuner.check_buildable` built and
     RLlib validated), track it in MLflow, score out of sample and register; returns what it found and how it ended.
     Progress goes to `on_event`; with a status file, phases and trial rows are kept there too for a parent run."""
@@ -93,7 +91,7 @@ def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest,
                                                                           end.ensembles)
         result.exit_code = last_words(checked, request, client, opened.state, end, emit)
     except KeyboardInterrupt:
-        ending.mlflow, ending.sweep = KILLED, INTERRUPTED
+        ending.mlflow, ending.sweep = MLFLOW_KILLED, INTERRUPTED
         raise
     except Exception as error:  # noqa: BLE001 - classified by _ended_by_fault, re-raised when not a fault
         ending.tracking_down = not isinstance(error, RunFault) and tracking_unreachable(error, tracking_uri)
@@ -107,7 +105,7 @@ def run_experiment(checked: Checked, ray_target: RayTarget, request: RunRequest,
     return result
 
 
-def with_status_file(path: Path | None, on_event: OnEvent) -> OnEvent:
+def with_status_file(path: Path | None, on_event: OnEvent[RunEvent]) -> OnEvent[RunEvent]:
     """`on_event`, and with a status file (a side-by-side child's) its phases and trial rows written there too."""
     if path is None:
         return on_event
@@ -123,7 +121,7 @@ def with_status_file(path: Path | None, on_event: OnEvent) -> OnEvent:
     return both
 
 
-def _prepare_driver(checked: Checked, resume: bool, emit: OnEvent) -> SweepState | None:
+def _prepare_driver(checked: Checked, resume: bool, emit: OnEvent[RunEvent]) -> SweepState | None:
     """This process made ready to drive trials, and the sweep it resumes (with --resume)."""
     import torch
 
@@ -141,7 +139,7 @@ def _prepare_driver(checked: Checked, resume: bool, emit: OnEvent) -> SweepState
 
 def _connect(ray_target: RayTarget, request: RunRequest, client: MlflowClient, closures: PendingClosures,
              tracking_uri: str, previous: SweepState | None, storage: Storage, watch: ClusterWatch,
-             emit: OnEvent) -> bool:
+             emit: OnEvent[RunEvent]) -> bool:
     """Close what earlier runs left open, check the sweep to resume, then join or start Ray, watched from then on;
     True when this run started its own Ray."""
     for line in closures.apply(client, tracking_uri):
@@ -150,11 +148,11 @@ def _connect(ray_target: RayTarget, request: RunRequest, client: MlflowClient, c
         check_resumable(storage, previous.tune_dir, rerun_command(request, resume=False))
     keep_credentials_out_of_ray(os.environ, not ray_target.starts_local, say(emit))
     watch.start()
-    return start_ray(ray_target, request.options.local_ray(), EventConsole(emit))
+    return start_ray(ray_target, request.options.local_ray(), say(emit, highlight=False))
 
 
 def _ended_by_fault(error: Exception, checked: Checked, request: RunRequest, ending: Ending, tracking_uri: str,
-                    emit: OnEvent) -> ExitCode:
+                    emit: OnEvent[RunEvent]) -> ExitCode:
     """A fault outside the run: one line, the chain in a log file, the way back. A refused resume (a RunFault) names
     its own way back; a fault mid-sweep gets --resume. Anything else is a bug and keeps its traceback."""
     if isinstance(error, RunFault):
@@ -168,7 +166,7 @@ def _ended_by_fault(error: Exception, checked: Checked, request: RunRequest, end
     return ExitCode.FAULT
 
 
-def _cluster_lost(emit: OnEvent, request: RunRequest, client: MlflowClient, ending: Ending,
+def _cluster_lost(emit: OnEvent[RunEvent], request: RunRequest, client: MlflowClient, ending: Ending,
                   closures: PendingClosures, storage: Storage, name: str, line: str) -> None:
     """The run's end when the cluster it joined went away, said from the cluster watch's thread (the main thread
     is stuck in Ray by then): the line, the way back, and its MLflow runs and sweep state closed as failed."""
@@ -178,7 +176,7 @@ def _cluster_lost(emit: OnEvent, request: RunRequest, client: MlflowClient, endi
 
 
 def _close(client: MlflowClient, state: SweepState, ending: Ending, closures: PendingClosures, storage: Storage,
-           name: str, emit: OnEvent) -> None:
+           name: str, emit: OnEvent[RunEvent]) -> None:
     """Close the sweep's MLflow runs and mark its state file; when the tracking server is what failed, record
     the closures for the next run instead of waiting on it again."""
     try:

@@ -42,7 +42,7 @@ from experiments.hardware import (
 )
 from experiments.hardware.batch import check_split, memory_cap
 from experiments.hardware.plan import idle_cpus, trials_at_once
-from experiments.records.run_events import Line
+from experiments.records.run_events import Line, OnEvent, ignore, say
 from experiments.results.examples import Examples, example_observations
 from experiments.storage.filesystem import Storage, check_storage, resolve_storage
 
@@ -301,7 +301,7 @@ def named_in(conf: Path, error: InputError) -> InputError:
 
 
 def preflight(conf: Path, overrides: Sequence[str | Override], options: RunOptions,
-              on_event: Callable[[Line], None] | None = None, fetch: bool = False,
+              on_event: OnEvent[Line] | None = None, fetch: bool = False,
               preset: tuple[HardwarePreset, str] | None = None) -> Checked:
     """Every check that needs no Ray, then the RLlib config built once (its param space is what runs); what it
     fetches is said through `on_event`. `preset`: (preset, why) chosen by the caller, e.g. an experiment's share of
@@ -312,8 +312,7 @@ def preflight(conf: Path, overrides: Sequence[str | Override], options: RunOptio
     storage = resolve_storage(options.storage, exp.storage, options.output, str(conf))
     check_storage(storage)  # unreachable, missing bucket, refused credentials: before anything is written
     exp = with_feature_store(exp, storage)
-    say = on_event or (lambda line: None)
-    missing = prepare_data(exp, fetch=fetch, log=lambda text: say(Line(text, markup=True, highlight=True)))
+    missing = prepare_data(exp, fetch=fetch, log=say(on_event or ignore))
     try:
         periods, observation_bytes, examples = check_environment(exp, construct=not missing)
     except InputError as error:

@@ -107,6 +107,7 @@ def train_refit(plan: RefitPlan, conf: Path, overrides: Sequence[str], options: 
     from experiments.api.preflight import preflight
     from experiments.plan.cluster import leftover_address_file, resolve_ray_target
     from experiments.plan.local_ray import start_ray
+    from experiments.records.run_events import say
     from experiments.storage.filesystem import keep_credentials_out_of_ray
     from experiments.sweep.faults import bound_waits
 
@@ -118,7 +119,8 @@ def train_refit(plan: RefitPlan, conf: Path, overrides: Sequence[str], options: 
     bound_waits(os.environ)
     keep_credentials_out_of_ray(os.environ, not target.starts_local, console.print)
     # A retrain that joined a cluster for its challenger is still connected to it; a local Ray was shut down.
-    started = False if ray.is_initialized() else start_ray(target, options.local_ray(), console)
+    started = False if ray.is_initialized() else start_ray(target, options.local_ray(),
+                                                           say(events_to_console(console), highlight=False))
     try:
         return _train_and_register(plan, checked, options, client, console, run_group)
     finally:

@@ -77,6 +77,23 @@ class RetrainOptions:
     run: RunOptions = field(default_factory=RunOptions)
 
 
+@dataclass(frozen=True)
+class RetrainPlaces:
+    """Where a retrain writes what its trials read (the cut bars, the champion's checkpoint) so every node can read
+    it: `folder` of the run's `storage` (--storage, storage:, RLPLATFORM_STORAGE, else under --output), from the
+    local copies under `local`."""
+
+    storage: Any
+    folder: tuple[str, ...]
+    local: Path
+
+    @classmethod
+    def of(cls, conf: Path, exp: Any, run_options: RunOptions) -> "RetrainPlaces":
+        output = run_options.output
+        return cls(resolve_storage(run_options.storage, exp.storage, output.resolve(), str(conf)),
+                   (exp.name, "retrain"), output / exp.name / "retrain")
+
+
 def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, console: Any) -> RetrainResult:
     import mlflow
 
@@ -132,18 +149,13 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
                                       "if this retrain makes one", markup=False)
     if options.check_only:
         return result
-    # What the challenger's trials read (the cut bars, the champion's checkpoint) goes where every node can read it:
-    # the run's storage (--storage, storage:, RLPLATFORM_STORAGE), else under --output.
-    output = run_options.output
-    storage = resolve_storage(run_options.storage, exp.storage, output.resolve(), str(conf))
-    folder = (exp.name, "retrain")
-    train = data.cut(forward.start, storage, folder, output / exp.name / "retrain")
+    places = RetrainPlaces.of(conf, exp, run_options)
+    train = data.cut(forward.start, places.storage, places.folder, places.local)
     group = f"retrain-{uuid.uuid4().hex[:8]}"
     # The user's --set first: the cut data and the model's name must win over them.
     challenger_sets = [*overrides, f"name={exp.name}", *data_overrides(train)]
     if mode == "incremental":
-        challenger_sets += warm_start_overrides(client, exp, champion, storage, folder, output / exp.name / "retrain",
-                                                console)
+        challenger_sets += warm_start_overrides(client, exp, champion, places, console)
     console.print(f"challenger: {mode} retrain on the bars up to {index[forward.start - 1]}", markup=False)
     try:
         challenger_run = run(conf, challenger_sets, run_options.but(run_group=group),
@@ -161,8 +173,8 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
         return result
     challenger = client.get_model_version(registered[0].name, registered[0].version)
     result.challenger_version = str(challenger.version)
-    decision, result.forward = decide(client, name, challenger, champion, data, forward, exp, options.promote,
-                                      console)
+    decision, result.forward = decide(client, name, challenger, champion, data, forward, places.local, exp,
+                                      options.promote, console)
     lineage = {"parent_version": str(champion.version) if champion else "none", "retrain/mode": mode,
                "forward_start": str(index[forward.start]), "forward_end": str(index[forward.stop - 1])}
     alias = record(client, name, challenger.version, decision, lineage)
@@ -177,7 +189,8 @@ def retrain(conf: Path, overrides: Sequence[str], options: RetrainOptions, conso
             if alias == CHAMPION:  # read again: its lineage tags (an incremental one's warm start) are written now
                 planned = plan_refit(client, conf, overrides, exp, client.get_model_version(name, challenger.version),
                                      data, exp.smoke_test)
-            result.refit_version = run_refit(client, conf, overrides, exp, planned, data, options, console, group)
+            result.refit_version = run_refit(client, conf, overrides, planned, data, places, options, console,
+                                             group)
         except (InputError, RunFault) as error:  # the gate's outcome stands; the refit's one line says why not
             ended_by(error)
         result.exit_code = result.exit_code if result.refit_version else ExitCode.PARTIAL
@@ -205,25 +218,23 @@ def refit_alone(client: Any, conf: Path, overrides: Sequence[str], exp: Any, nam
     if options.check_only:
         console.print(f"refit: {planned.describe()}", markup=False)
         return result
-    result.refit_version = run_refit(client, conf, overrides, exp, planned, data, options, console,
-                                     f"refit-{uuid.uuid4().hex[:8]}")
+    result.refit_version = run_refit(client, conf, overrides, planned, data, RetrainPlaces.of(conf, exp, options.run),
+                                     options, console, f"refit-{uuid.uuid4().hex[:8]}")
     result.exit_code = ExitCode.OK if result.refit_version else ExitCode.FAILED
     return result
 
 
-def run_refit(client: Any, conf: Path, overrides: Sequence[str], exp: Any, planned: RefitPlan, data: RetrainData,
-              options: RetrainOptions, console: Any, group: str) -> str | None:
+def run_refit(client: Any, conf: Path, overrides: Sequence[str], planned: RefitPlan, data: RetrainData,
+              places: RetrainPlaces, options: RetrainOptions, console: Any, group: str) -> str | None:
     """Train and register `planned` on a copy of `data` (all of it, kept in the storage as the challenger's cut
-    is); an incremental champion's refit starts from the checkpoint the champion started from."""
-    run_options = options.run
-    storage = resolve_storage(run_options.storage, exp.storage, run_options.output.resolve(), str(conf))
-    folder, local = (exp.name, "retrain"), run_options.output / exp.name / "retrain"
-    whole = data.cut(len(data.index), storage, folder, local)
+    is; the forward test's copies under `places.local` are reused); an incremental champion's refit starts from the
+    checkpoint the champion started from."""
+    whole = data.cut(len(data.index), places.storage, places.folder, places.local)
     warm_start = None
     if planned.recipe.warm_started_from:
         source = client.get_model_version(planned.recipe.name, planned.recipe.warm_started_from)
-        warm_start = version_checkpoint(client, source, storage, folder, local)
-    return train_refit(planned, conf, overrides, run_options, whole, warm_start, client, console, group)
+        warm_start = version_checkpoint(client, source, places)
+    return train_refit(planned, conf, overrides, options.run, whole, warm_start, client, console, group)
 
 
 def current_refit(client: Any, name: str) -> Any | None:
@@ -248,15 +259,14 @@ def retire_stale_refit(client: Any, name: str, champion: str, console: Any) -> N
                   f"(python -m experiments.retrain CONF --refit-only)", markup=False)
 
 
-def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, folder: tuple[str, ...], local: Path,
-                         console: Any) -> list[str]:
+def warm_start_overrides(client: Any, exp: Any, champion: Any, places: RetrainPlaces, console: Any) -> list[str]:
     """--set overrides for one trial warm-started from the champion: its checkpoint (in the storage), searched
     values and seed, the newest fold only, the incremental budget and settings."""
 
     from experiments.config.protocol import FOLD_KEY
 
     run = client.get_run(champion.run_id)
-    checkpoint = version_checkpoint(client, champion, storage, folder, local)
+    checkpoint = version_checkpoint(client, champion, places)
     pinned = [f"{key}={run.data.params[key]}" for key in exp.tune.search_space
               if key != FOLD_KEY and key in run.data.params]
     overrides = [*pinned, f"tune.seeds=[{run.data.params.get('seed', exp.tune.seeds[0])}]", "tune.num_samples=1",
@@ -272,11 +282,12 @@ def warm_start_overrides(client: Any, exp: Any, champion: Any, storage: Any, fol
     return overrides
 
 
-def version_checkpoint(client: Any, version: Any, storage: Any, folder: tuple[str, ...], local: Path) -> str:
+def version_checkpoint(client: Any, version: Any, places: RetrainPlaces) -> str:
     """The RLlib checkpoint a model version was registered from (its sweep run's best_checkpoint artifact), downloaded
     once and put where every node can read it (the storage); its path or s3:// URI."""
     import pyarrow.fs as pafs
 
+    storage, folder, local = places.storage, places.folder, places.local
     downloaded = local / f"champion-v{version.version}"
     if not (downloaded / "best_checkpoint").exists():
         local.mkdir(parents=True, exist_ok=True)
@@ -291,14 +302,15 @@ def version_checkpoint(client: Any, version: Any, storage: Any, folder: tuple[st
 
 
 def decide(client: Any, name: str, challenger: Any, champion: Any | None, data: RetrainData, forward: range,
-           exp: Any, force: bool, console: Any) -> tuple[Decision, pd.DataFrame]:
-    """Forward-test and judge the challenger (or, with no champion, read its verdict); and the forward table."""
+           local: Path, exp: Any, force: bool, console: Any) -> tuple[Decision, pd.DataFrame]:
+    """Forward-test (on copies under `local`) and judge the challenger (or, with no champion, read its verdict); and
+    the forward table."""
     import mlflow
 
     models = {"challenger": mlflow.pyfunc.load_model(f"models:/{name}/{challenger.version}")}
     if champion is not None:
         models["champion"] = mlflow.pyfunc.load_model(f"models:/{name}/{champion.version}")
-    report = data.forward_test(models, forward)
+    report = data.forward_test(models, forward, local)
     return _judged(client, name, challenger, champion, report, exp, force, console), report.table
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from envs import work_counts
 from envs.errors import InputError
-from experiments.api.events import OnEvent, Planned, ignore
+from experiments.api.events import Planned, RunEvent
 from experiments.api.options import RunOptions, RunRequest
 from experiments.api.preflight import preflight
 from experiments.api.result import Plan, RunResult
@@ -23,12 +23,13 @@ from experiments.plan import numerics
 from experiments.plan.cluster import leftover_address_file, resolve_ray_target
 from experiments.plan.run_clock import RunClock
 from experiments.records.exits import ExitCode
+from experiments.records.run_events import OnEvent, ignore
 
 DEFAULT_OPTIONS = RunOptions()
 
 
 def plan(conf: str | Path, overrides: Sequence[str | Override] = (), options: RunOptions = DEFAULT_OPTIONS, *,
-         on_event: OnEvent | None = None, fetch: bool = False) -> Plan:
+         on_event: OnEvent[RunEvent] | None = None, fetch: bool = False) -> Plan:
     """Every check that needs no Ray, and the plan; `fetch` makes missing data local (a run does), else it is
     reported. An InputError names the file or key and the fix."""
     conf = Path(conf)
@@ -42,7 +43,7 @@ def plan(conf: str | Path, overrides: Sequence[str | Override] = (), options: Ru
 
 
 def dry_run(conf: str | Path, overrides: Sequence[str | Override] = (), options: RunOptions = DEFAULT_OPTIONS, *,
-            on_event: OnEvent | None = None) -> ExitCode:
+            on_event: OnEvent[RunEvent] | None = None) -> ExitCode:
     """What `experiments.run --dry-run` does, without Ray: a listing's experiments checked with their shares of the
     machine and placed; else the experiment's plan, handed to `on_event` with its resolved file (`Planned`)."""
     on_event = on_event or ignore
@@ -56,7 +57,7 @@ def dry_run(conf: str | Path, overrides: Sequence[str | Override] = (), options:
 
 
 def run(conf: str | Path, overrides: Sequence[str | Override] = (), options: RunOptions = DEFAULT_OPTIONS, *,
-        on_event: OnEvent | None = None, clock: RunClock | None = None) -> RunResult:
+        on_event: OnEvent[RunEvent] | None = None, clock: RunClock | None = None) -> RunResult:
     """Check, sweep with Tune, track in MLflow, score out of sample, judge and register: the main job. Returns the
     verdict, trials, models, MLflow ids, timings and exit code; bad input raises InputError before anything is
     written. Progress (the plan, each trial, each verdict) goes to `on_event`; without it, nothing is printed."""

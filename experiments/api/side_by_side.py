@@ -33,7 +33,7 @@ from rich.markup import escape
 
 from envs.errors import InputError
 from experiments.api.child_process import start
-from experiments.api.events import ChildProgress, EventConsole, Frame, ListingProgress, OnEvent, Table, ignore
+from experiments.api.events import ChildProgress, Frame, ListingProgress, RunEvent, Table
 from experiments.api.options import RunOptions, RunRequest
 from experiments.api.preflight import Checked, load, preflight
 from experiments.config.listing import Listing, read_listing
@@ -42,7 +42,7 @@ from experiments.hardware.plan import duration
 from experiments.plan.cluster import leftover_address_file, resolve_ray_target
 from experiments.plan.placement import Share, share_machine
 from experiments.records.exits import ExitCode
-from experiments.records.run_events import Line
+from experiments.records.run_events import Line, OnEvent, ignore, say
 from experiments.shell import python_command
 from experiments.sweep.run_status import read_status
 
@@ -108,7 +108,7 @@ def concurrency_override(conf: Path, overrides: list[str], smoke_test: bool, sha
 
 
 def check_all(listing: Listing, preset: HardwarePreset, reason: str, request: RunRequest, dry_run: bool,
-              on_event: OnEvent) -> list[Child]:
+              on_event: OnEvent[RunEvent]) -> list[Child]:
     """Every listed experiment checked with its share of `preset`'s machine; names must differ (they name the
     storage folders and MLflow experiments)."""
     shares = share_machine(preset, len(listing.entries))
@@ -141,7 +141,7 @@ def placement(listing: Listing, children: list[Child], preset_name: str, price: 
                         f"time){cost}")]
 
 
-def run_listing(request: RunRequest, on_event: OnEvent | None = None, dry_run: bool = False) -> ExitCode:
+def run_listing(request: RunRequest, on_event: OnEvent[RunEvent] | None = None, dry_run: bool = False) -> ExitCode:
     """Check every listed experiment, then (unless `dry_run`) train them side by side; returns the exit code."""
     on_event = on_event or ignore
     refuse_single_run_flags(request)
@@ -164,7 +164,7 @@ def run_listing(request: RunRequest, on_event: OnEvent | None = None, dry_run: b
 
 
 def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any, options: RunOptions,
-                       on_event: OnEvent) -> ExitCode:
+                       on_event: OnEvent[RunEvent]) -> ExitCode:
     import ray
 
     from experiments.plan.local_ray import start_ray
@@ -176,7 +176,7 @@ def train_side_by_side(listing: Listing, children: list[Child], ray_target: Any,
     for child in children:  # one process creates the MLflow stores and experiments, so no child races another
         uri = child.checked.exp.tracking_uri()
         open_experiment(make_client(uri), child.checked.exp.tracking.experiment_name or child.name, uri)
-    started = start_ray(ray_target, options.local_ray(), EventConsole(on_event))
+    started = start_ray(ray_target, options.local_ray(), say(on_event, highlight=False))
     address = ray.get_runtime_context().gcs_address if started else ray_target.address
     interrupted = False
     try:
@@ -211,7 +211,7 @@ def start_child(child: Child, folder: Path, address: str, group: str, options: R
         child.process = start(child.path, child.overrides, child_options, log)
 
 
-def watch(children: list[Child], on_event: OnEvent) -> bool:
+def watch(children: list[Child], on_event: OnEvent[RunEvent]) -> bool:
     """Report every experiment's trials until all have ended; True when the user interrupted. Ctrl-C in the
     terminal reaches the children too (they stop their sweeps and save them); this process then waits for them."""
     started, interrupted = time.monotonic(), False
@@ -248,7 +248,7 @@ def close_runs_of_dead_child(child: Child) -> None:
         client.set_terminated(run_id, status="FAILED")
 
 
-def report(children: list[Child], on_event: OnEvent) -> None:
+def report(children: list[Child], on_event: OnEvent[RunEvent]) -> None:
     """How each experiment ended, its MLflow run and log, then each one's out-of-sample evaluation."""
     on_event(Table("how each experiment ended", ("experiment", "ended", "MLflow run", "log"),
                    tuple((child.name, child.phase(), child.status.get("parent_run_id", "-"), str(child.log))

@@ -24,7 +24,7 @@ from rich.markup import escape
 from envs import EnvFamily
 from envs.abilities import Backtests
 from envs.datasets import DataPart
-from experiments.api.events import EventConsole, GroupJudged, GroupsJudged, OnEvent, Partial
+from experiments.api.events import GroupJudged, GroupsJudged, Partial, RunEvent
 from experiments.api.options import RunRequest, rerun_command
 from experiments.api.preflight import Checked
 from experiments.config.checks import ENV_CONFIG_PREFIX
@@ -34,7 +34,7 @@ from experiments.hardware import ResourcePlan, check_live_cluster
 from experiments.hardware.plan import duration
 from experiments.plan.provenance import git_commit, machine_tags
 from experiments.records.exits import MLFLOW_FAILED, MLFLOW_FINISHED, MLFLOW_KILLED, ExitCode
-from experiments.records.run_events import Line, Phase
+from experiments.records.run_events import Line, OnEvent, Phase, say, show_status
 from experiments.storage.sweep_state import FAILED as SWEEP_FAILED
 from experiments.storage.sweep_state import FINISHED as SWEEP_FINISHED
 from experiments.storage.sweep_state import INTERRUPTED, PARTIAL, SweepState
@@ -54,8 +54,6 @@ if TYPE_CHECKING:  # what judging returns; imported where the sweep is judged
     from experiments.results.scoring import GroupOutcome, Judgement
     from experiments.results.trials import CheckpointReader
     from experiments.results.trials_ledger import LedgerRun
-
-FINISHED, FAILED, KILLED = MLFLOW_FINISHED, MLFLOW_FAILED, MLFLOW_KILLED
 
 
 def run_user() -> str:
@@ -131,7 +129,7 @@ def run_tags(checked: Checked, request: RunRequest) -> dict[str, str]:
 
 
 def open_sweep(checked: Checked, request: RunRequest, client: MlflowClient, previous: SweepState | None,
-                emit: OnEvent) -> OpenSweep:
+                emit: OnEvent[RunEvent]) -> OpenSweep:
     """The sweep's parent run and Tune folder: the interrupted sweep's again (--resume), else new ones."""
     exp, storage = checked.exp, checked.storage
     tags = run_tags(checked, request)
@@ -148,7 +146,7 @@ def open_sweep(checked: Checked, request: RunRequest, client: MlflowClient, prev
 
 
 def _new_sweep(checked: Checked, client: MlflowClient, tags: dict[str, str], experiment_dir: Path,
-               emit: OnEvent) -> SweepState:
+               emit: OnEvent[RunEvent]) -> SweepState:
     """A new MLflow parent run (in the experiment, with its saved comparison view) and the Tune folder it names."""
     exp, storage, params = checked.exp, checked.storage, checked.params
     tracking_uri = exp.tracking_uri()
@@ -166,7 +164,7 @@ def _new_sweep(checked: Checked, client: MlflowClient, tags: dict[str, str], exp
 
 
 def sweep(checked: Checked, request: RunRequest, client: MlflowClient, opened: OpenSweep, resuming: bool,
-           emit: OnEvent) -> SweepEnd:
+           emit: OnEvent[RunEvent]) -> SweepEnd:
     """Train, then judge, log and register what the trials found; how the sweep ended and what it found."""
     from experiments.results.trials import SweepFailed
 
@@ -179,7 +177,7 @@ def sweep(checked: Checked, request: RunRequest, client: MlflowClient, opened: O
     emit(Line(""))
     if interrupted:
         emit(Line(f"sweep interrupted: continue it with {rerun_command(request, resume=True)}"))
-        return SweepEnd(KILLED, INTERRUPTED, ExitCode.INTERRUPTED)
+        return SweepEnd(MLFLOW_KILLED, INTERRUPTED, ExitCode.INTERRUPTED)
     _raise_lost_trials(results, checked, request, state.tracking_uri)
     emit(Phase("scoring"))
     ledger, reader = _ledger(checked, request, client, opened), _reader(checked, opened)
@@ -188,7 +186,7 @@ def sweep(checked: Checked, request: RunRequest, client: MlflowClient, opened: O
     except SweepFailed as failed:
         emit(Line(f"error: the sweep failed: {failed}; Tune's log: {opened.out_dir / 'tune.log'}; after fixing the "
                   f"cause, retry its trials with {rerun_command(request, resume=True)}", highlight=True))
-        return SweepEnd(FAILED, SWEEP_FAILED, ExitCode.FAILED, [str(failed)])
+        return SweepEnd(MLFLOW_FAILED, SWEEP_FAILED, ExitCode.FAILED, [str(failed)])
     end = _log_and_register(checked, client, opened, judgement, ledger, reader, emit)
     clock.lap("score")
     out_dir = opened.out_dir
@@ -198,7 +196,7 @@ def sweep(checked: Checked, request: RunRequest, client: MlflowClient, opened: O
     return end
 
 
-def _train(checked: Checked, opened: OpenSweep, resuming: bool, emit: OnEvent) -> tuple[Any, bool]:
+def _train(checked: Checked, opened: OpenSweep, resuming: bool, emit: OnEvent[RunEvent]) -> tuple[Any, bool]:
     """Tune's sweep, new or restored (its trials' progress to `emit`); its results and whether it was interrupted."""
     from experiments.sweep.progress import TrialProgress, restored_progress_reports_to
     from experiments.sweep.tuner import fit, make_tuner, restore_tuner
@@ -239,14 +237,15 @@ def _reader(checked: Checked, opened: OpenSweep) -> CheckpointReader:
     return CheckpointReader(checked.storage, opened.out_dir / "downloaded")
 
 
-def _judge(checked: Checked, results: Any, reader: CheckpointReader, ledger: LedgerRun, emit: OnEvent) -> Judgement:
+def _judge(checked: Checked, results: Any, reader: CheckpointReader, ledger: LedgerRun,
+           emit: OnEvent[RunEvent]) -> Judgement:
     from experiments.results.scoring import judge_sweep
 
-    return judge_sweep(checked.exp, results, checked.params, reader, EventConsole(emit), ledger)
+    return judge_sweep(checked.exp, results, checked.params, reader, show_status(emit), ledger)
 
 
 def _log_and_register(checked: Checked, client: MlflowClient, opened: OpenSweep, judgement: Judgement,
-                      ledger: LedgerRun, reader: CheckpointReader, emit: OnEvent) -> SweepEnd:
+                      ledger: LedgerRun, reader: CheckpointReader, emit: OnEvent[RunEvent]) -> SweepEnd:
     """Each group's verdict logged and said, its model (and ensemble) registered; what is missing, as `partial`."""
     from experiments.results.ensemble_logging import log_ensembles
     from experiments.results.mlflow_logging import log_judgement
@@ -255,7 +254,7 @@ def _log_and_register(checked: Checked, client: MlflowClient, opened: OpenSweep,
     exp, state = checked.exp, opened.state
     chosen_runs = log_judgement(client, state, judgement, opened.out_dir, ledger)
     ensemble_runs = log_ensembles(client, state, judgement, opened.out_dir, ledger)
-    end = SweepEnd(FINISHED, SWEEP_FINISHED, ExitCode.OK, list(judgement.partial), judgement.groups)
+    end = SweepEnd(MLFLOW_FINISHED, SWEEP_FINISHED, ExitCode.OK, list(judgement.partial), judgement.groups)
     if end.partial:
         emit(Partial(tuple(end.partial)))
     single = len(judgement.groups) == 1
@@ -276,21 +275,21 @@ def _log_and_register(checked: Checked, client: MlflowClient, opened: OpenSweep,
 
 def _register(checked: Checked, client: MlflowClient, state: SweepState, outcome: GroupOutcome,
               chosen_run: str | None, ensemble_run: str | None, reader: CheckpointReader, examples: Any,
-              emit: OnEvent) -> tuple[Registered, Registered | None]:
+              emit: OnEvent[RunEvent]) -> tuple[Registered, Registered | None]:
     """The group's chosen trial registered as a model version, and its ensemble as another (with `ensemble:`)."""
     from experiments.results.registry import register_ensemble, register_group
 
-    console = EventConsole(emit)
-    model = register_group(checked.exp, outcome, client, state, chosen_run, reader, console, examples)
+    log = say(emit)
+    model = register_group(checked.exp, outcome, client, state, chosen_run, reader, log, examples)
     if outcome.ensemble is None:
         return model, None
-    return model, register_ensemble(checked.exp, outcome, client, state, ensemble_run, console, examples)
+    return model, register_ensemble(checked.exp, outcome, client, state, ensemble_run, log, examples)
 
 
 def last_words(checked: Checked, request: RunRequest, client: MlflowClient, state: SweepState, end: SweepEnd,
-                emit: OnEvent) -> ExitCode:
+                emit: OnEvent[RunEvent]) -> ExitCode:
     """A finished sweep's time against its estimate, where to look at it, and what is missing (exit 3)."""
-    if end.mlflow != FINISHED:
+    if end.mlflow != MLFLOW_FINISHED:
         return end.exit_code
     clock, partial = request.clock, end.partial
     emit(Line(f"took {duration(clock.elapsed())}, estimated {checked.estimate.short()} (preset {checked.preset.name}: "

@@ -11,13 +11,13 @@ no two rooms import each other).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from envs.errors import InputError
 from experiments.records.exits import ExitCode
+from experiments.records.run_events import OnEvent, ignore
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,11 @@ class BenchmarkReport:
 
 
 def run_benchmarks(options: BenchmarkOptions = BenchmarkOptions(),
-              on_event: Callable[[BenchmarkEvent], None] | None = None) -> BenchmarkReport:
+              on_event: OnEvent[BenchmarkEvent] | None = None) -> BenchmarkReport:
     """Run the sub-benchmarks of `options` one after the other, writing each one's JSON document."""
     from experiments.benchmark import common
 
-    say = on_event or (lambda _event: None)
+    say = on_event or ignore
     budget = common.Budget(steps=options.steps, quick=options.quick, seed=options.seed,
                            time_limit_s=options.time_limit_s, variants=options.variants, seeds=options.seeds)
     names = options.names or tuple(common.BENCHMARKS)

@@ -21,9 +21,9 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import MutableMapping
+from typing import Callable, MutableMapping
 
-from rich.console import Console
+from rich.markup import escape
 
 from envs.errors import InputError, RunFault
 from experiments.plan import numerics
@@ -70,14 +70,14 @@ class LocalRay:
     ray_metrics: bool = False
 
 
-def start_ray(target: RayTarget, local: LocalRay, console: Console) -> bool:
+def start_ray(target: RayTarget, local: LocalRay, log: Callable[[str], None]) -> bool:
     """Join the cluster `target` names, or start a local Ray configured by `local`; returns True when we started
-    it."""
+    it. What it says goes to `log`, lines of rich markup (the run passes `say(on_event, highlight=False)`)."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if target.note:
-        console.print(target.note, markup=False, highlight=False)
+        log(escape(target.note))
     registry_follows_the_next_job()
     if not target.starts_local:
         if target.token:
@@ -85,22 +85,22 @@ def start_ray(target: RayTarget, local: LocalRay, console: Console) -> bool:
         # Workers on a cluster we join do not inherit our environment: --cross-cpu's pins travel with the job.
         pins = {"env_vars": numerics.pinned_environment()} if numerics.is_pinned() else None
         context = ray.init(address=target.address, logging_level="ERROR", log_to_driver=False, runtime_env=pins)
-        print_dashboard(context.dashboard_url, console)
+        print_dashboard(context.dashboard_url, log)
         return False
     if local.dashboard_host != LOOPBACK:
-        console.print(f"[yellow]warning: the Ray dashboard listens on {local.dashboard_host}: anyone who can reach "
-                      "this machine can see and control the cluster[/yellow]")
+        log(f"[yellow]warning: the Ray dashboard listens on {local.dashboard_host}: anyone who can reach "
+            "this machine can see and control the cluster[/yellow]")
     port = local.dashboard_port
     if port is not None and not port_is_free(local.dashboard_host, port):
         raise InputError(f"--dashboard-port {port}: another process listens on {local.dashboard_host}:{port}: pick "
                          "another port, or leave --dashboard-port out to take the next free one")
     for line in reap_orphans():
-        console.print(f"stopped {line}", markup=False, highlight=False)
+        log(escape(f"stopped {line}"))
     metrics = local.ray_metrics
     keep_to_this_machine(os.environ, metrics)
     if metrics:
-        console.print("[yellow]warning: --ray-metrics: Ray's Prometheus pages on 127.0.0.1 answer without a login: "
-                      "anyone on this machine can read them[/yellow]")
+        log("[yellow]warning: --ray-metrics: Ray's Prometheus pages on 127.0.0.1 answer without a login: "
+            "anyone on this machine can read them[/yellow]")
     # No port: Ray tries 8265 and up to 50 ports after it, so a second run beside the first takes the next free one
     # and prints the URL it really got. An explicit port is checked by Ray even with --no-dashboard (its dashboard
     # process starts for the state API), which is how a second run used to die on the first one's 8265.
@@ -113,7 +113,7 @@ def start_ray(target: RayTarget, local: LocalRay, console: Console) -> bool:
         ray.shutdown()  # the processes that did start (GCS, dashboard) go with the failed start
         raise RunFault(startup_timeout_line()) from None
     make_private(context.address_info.get("session_dir"))
-    print_dashboard(context.dashboard_url, console, moved_note(context.dashboard_url, port))
+    print_dashboard(context.dashboard_url, log, moved_note(context.dashboard_url, port))
     return True
 
 
@@ -166,14 +166,13 @@ def moved_note(url: str | None, asked_port: int | None) -> str:
     return f" ({DEFAULT_DASHBOARD_PORT} is taken, by another run here)"
 
 
-def print_dashboard(url: str | None, console: Console, note: str = "") -> None:
+def print_dashboard(url: str | None, log: Callable[[str], None], note: str = "") -> None:
     """The dashboard's URL and, when Ray's token authentication is on (the default since 2.59), how to log in.
     The token itself is never printed: it is the cluster's password."""
     if not url:
         return
     from ray._private.authentication.authentication_utils import is_token_auth_enabled
 
-    console.print(f"Ray dashboard: http://{url}{note}", markup=False, highlight=False)
+    log(escape(f"Ray dashboard: http://{url}{note}"))
     if is_token_auth_enabled():
-        console.print(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints",
-                      markup=False, highlight=False)
+        log(escape(f"  it asks for a token: paste what `{tool_command('ray')} get-auth-token` prints"))

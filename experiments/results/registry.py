@@ -25,13 +25,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 import mlflow
 import numpy as np
 from mlflow.models import ModelSignature, infer_signature
-from rich.console import Console
 from rich.markup import escape
 
 from algos.export.ensemble_policy import EnsemblePolicy
@@ -184,18 +183,18 @@ class Registered:
 
 
 def register_group(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "MlflowClient", state: "SweepState",
-                   chosen_run: str | None, reader: "CheckpointReader", console: Console,
+                   chosen_run: str | None, reader: "CheckpointReader", log: Callable[[str], None],
                    examples: Examples | None = None) -> Registered:
     """Register the group's deployable policy (its numpy export, made once when it was scored); the parent run
     records which checkpoint it is. The plan deploys the most recent fold: when that fold has no scored trial nothing
     is registered, and the reason is returned. `examples`: observations and action space of the chosen fold's env
-    as the dry run built it, else the env is built here."""
+    as the dry run built it, else the env is built here. What it says goes to `log`, lines of rich markup."""
     chosen = outcome.chosen
     group = None if outcome.group == ALL else outcome.group
     suffix = "" if group is None else f"/{group}"
     refused = _not_deployed(exp, group, chosen.fold, "no model registered", "has no scored trial")
     if refused:
-        console.print(f"[yellow]{escape(refused)}[/yellow]")
+        log(f"[yellow]{escape(refused)}[/yellow]")
         return Registered(outcome.group, refused=refused)
     tags = {"fold": str(chosen.fold), "seed": str(chosen.seed), **outcome.report.model_tags}
     policy = reader.numpy_policy(chosen.checkpoint, exp.spec)
@@ -205,20 +204,21 @@ def register_group(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "Ml
     client.set_tag(state.parent_run_id, f"best_checkpoint_iteration{suffix}", str(chosen.checkpoint.iteration))
     client.set_tag(state.parent_run_id, f"best_checkpoint_score{suffix}", repr(chosen.checkpoint.score))
     client.log_artifacts(state.parent_run_id, str(reader.whole(chosen.checkpoint)), f"best_checkpoint{suffix}")
-    console.print(escape(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
-                         f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
-                         f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})"))
+    log(escape(f"registered {uri}: fold {chosen.fold}'s chosen configuration ({chosen.point}), seed "
+               f"{chosen.seed}, checkpoint of iteration {chosen.checkpoint.iteration} "
+               f"({exp.tune.metric} = {chosen.checkpoint.score:.4g})"))
     if reasons:
-        console.print(escape(f"  named {model_name}, not {exp.name}: {'; '.join(reasons)} (--set name=... "
-                             "chooses the name)"))
+        log(escape(f"  named {model_name}, not {exp.name}: {'; '.join(reasons)} (--set name=... "
+                   "chooses the name)"))
     if inputs is not None:
         serve = runnable(f"python -m experiments.serve {uri}")
-        console.print(escape(f"  it {inputs.describe()}; serve it: {serve}"))
+        log(escape(f"  it {inputs.describe()}; serve it: {serve}"))
     return Registered(outcome.group, uri, model_name, uri.rsplit("/", 1)[-1])
 
 
 def register_ensemble(exp: "ExperimentConfig", outcome: "GroupOutcome", client: "MlflowClient", state: "SweepState",
-                      ensemble_run: str | None, console: Console, examples: Examples | None = None) -> Registered:
+                      ensemble_run: str | None, log: Callable[[str], None],
+                      examples: Examples | None = None) -> Registered:
     """Register the group's ensemble of the most recent fold (experiments/results/ensembles.py) as a version of the
     same name as the single chosen trial's, attached to the ensemble's own run, and point the alias `ensemble` at
     it (moved last): `models:/<name>@ensemble` serves and paper-trades it like any model. The plan's fold without an
@@ -230,7 +230,7 @@ def register_ensemble(exp: "ExperimentConfig", outcome: "GroupOutcome", client: 
         return Registered(outcome.group, refused=f"{'' if group is None else group + ': '}{ensemble.refused}")
     refused = _not_deployed(exp, group, deployed.fold, "no ensemble registered", "has no ensemble")
     if refused:
-        console.print(f"[yellow]{escape(refused)}[/yellow]")
+        log(f"[yellow]{escape(refused)}[/yellow]")
         return Registered(outcome.group, refused=refused)
     seeds = ",".join(str(s) for s in sorted({t.seed for t in deployed.members}))
     tags = {"fold": str(deployed.fold), "seed": seeds, ENSEMBLE_ALIAS: ensemble.over,
@@ -240,11 +240,11 @@ def register_ensemble(exp: "ExperimentConfig", outcome: "GroupOutcome", client: 
                                            ensemble_run or state.parent_run_id, deployed.policy, tags, examples)
     version = uri.rsplit("/", 1)[-1]
     client.set_registered_model_alias(model_name, ENSEMBLE_ALIAS, version)  # last: never on a half-tagged version
-    console.print(escape(f"registered {uri} (alias {ENSEMBLE_ALIAS}): the ensemble over {ensemble.over}, "
-                         f"{deployed.describe()}"))
+    log(escape(f"registered {uri} (alias {ENSEMBLE_ALIAS}): the ensemble over {ensemble.over}, "
+               f"{deployed.describe()}"))
     if inputs is not None:
         serve = runnable(f"python -m experiments.serve models:/{model_name}@{ENSEMBLE_ALIAS}")
-        console.print(escape(f"  serve it: {serve}"))
+        log(escape(f"  serve it: {serve}"))
     return Registered(outcome.group, uri, model_name, version)
 
 

@@ -16,11 +16,12 @@ records the attempt in the trials ledger), registry.py registers each group's ch
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from rich.console import Console
 
 from envs.abilities import Backtests
 from envs.report import EvaluationReport
@@ -39,6 +40,19 @@ from experiments.results.trials import (
 )
 from experiments.results.trials_ledger import LedgerKey, LedgerRun
 from experiments.results.verdict import ScoredTrial, Verdict, build_verdict, family_threshold
+
+# What scoring says of a long step: its text when it begins (a terminal shows a spinner), None when it ends.
+ShowStatus = Callable[[str | None], None]
+
+
+@contextmanager
+def showing(status: ShowStatus, text: str) -> Iterator[None]:
+    """`text` is the status while the block runs, and ends with it, raised or not."""
+    status(text)
+    try:
+        yield
+    finally:
+        status(None)
 
 
 def score(trial: Trial, exp: ExperimentConfig, reader: CheckpointReader) -> EvaluationReport:
@@ -74,11 +88,11 @@ class Judgement:
         return {group: outcome.verdict for group, outcome in self.groups.items() if outcome.verdict is not None}
 
 
-def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, threshold: float,
+def judge_group(trials: list[Trial], exp: ExperimentConfig, status: ShowStatus, threshold: float,
                 reader: CheckpointReader, ledger: LedgerRun | None = None) -> GroupOutcome:
     """Score a group's trials and, where the family reports returns, build its verdict (an edge needs a
     DSR of at least `threshold`), deflated for every configuration the trials ledger already holds on the same data
-    and windows (read, not written: logging records this attempt)."""
+    and windows (read, not written: logging records this attempt). Each long step is said to `status`."""
     if not isinstance(exp.family, Backtests):
         chosen = deployable(trials, exp.tune.mode)
         report = score(chosen, exp, reader)
@@ -86,7 +100,7 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
                     if exp.ensemble else None)
         return GroupOutcome(chosen.group, chosen, report, [(chosen, report)], None,
                             market=report.data_label or exp.family.data_label(chosen.env_config), ensemble=ensemble)
-    with console.status(f"backtesting {len(trials)} trial(s) on their folds' test parts"):
+    with showing(status, f"backtesting {len(trials)} trial(s) on their folds' test parts"):
         scored = [(t, score(t, exp, reader)) for t in sorted(trials, key=lambda t: (t.fold, t.point, t.seed))]
     first = scored[0][1]
     key = (LedgerKey(first.data_digest, first.windows, first.data_label, first.file_digest or "")
@@ -100,11 +114,11 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
     report = next(r for t, r in scored if t is chosen)
     per_fold = {fold: [t for t in trials if t.fold == fold and t.point == point]
                 for fold, point in verdict.selected.items()}
-    with console.status("permuting each feature on the validation parts"):
+    with showing(status, "permuting each feature on the validation parts"):
         importance = feature_importance(exp, per_fold, reader)
     ensemble = None
     if exp.ensemble:
-        with console.status(f"backtesting the ensemble over {exp.ensemble.over} of each fold"):
+        with showing(status, f"backtesting the ensemble over {exp.ensemble.over} of each fold"):
             ensemble = judge_ensemble(exp, trials, verdict.selected, reader, threshold, verdict, prior,
                                       missing_trials(trials, exp))
     return GroupOutcome(chosen.group, chosen, report, scored, verdict, importance,
@@ -112,7 +126,7 @@ def judge_group(trials: list[Trial], exp: ExperimentConfig, console: Console, th
                         points=sorted({t.point for t in trials}), ensemble=ensemble)
 
 
-def judge_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, reader: CheckpointReader, console: Console,
+def judge_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, reader: CheckpointReader, status: ShowStatus,
                 ledger: LedgerRun | None = None) -> Judgement:
     """Score and judge every group of the sweep's results. `partial` lists what is missing from the plan (failed
     trials, lost folds, seeds or groups); registration adds a model it could not register."""
@@ -122,5 +136,5 @@ def judge_sweep(exp: ExperimentConfig, results: Any, params: ParamSpace, reader:
                f"{'; '.join(str(r.error).strip().splitlines()[-1][:160] for r in failed[:3])}"] if failed else []
     partial += [f"{exp.tune.group_by.split('.')[-1]} {group}: no trial scored" for group in missing_groups(groups, exp)]
     threshold = family_threshold(len(groups))  # 0.95 for one group; stricter when many are judged at once
-    outcomes = {group: judge_group(trials, exp, console, threshold, reader, ledger) for group, trials in groups.items()}
+    outcomes = {group: judge_group(trials, exp, status, threshold, reader, ledger) for group, trials in groups.items()}
     return Judgement(outcomes, partial, threshold)

@@ -11,7 +11,6 @@ changed since it was read (another update at the same time) is refused rather th
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import posixpath
 import tempfile
@@ -23,6 +22,7 @@ from typing import TypeVar
 
 import pyarrow.fs as pafs
 
+from envs.datasets import digest_of
 from envs.errors import InputError
 from experiments.storage.filesystem import S3Location, describe_s3_error, is_s3, parse_s3
 
@@ -110,10 +110,10 @@ def locate(path: str) -> Dataset:
 
 def replace_dataset(dataset: Dataset, data: bytes, read_digest: str, now: datetime | None = None) -> str:
     """Keep the current bytes as a dated copy beside the dataset, then write `data` in its place. `read_digest` is
-    the SHA-256 hex digest of the bytes the update was planned on: if the dataset changed since, nothing is
-    written. Returns where the previous version was kept."""
+    the digest of the bytes the update was planned on (`envs.datasets.digest_of`, the one `load_bars` stores): if
+    the dataset changed since, nothing is written. Returns where the previous version was kept."""
     current = dataset.read()
-    if hashlib.sha256(current).hexdigest() != read_digest:
+    if digest_of(current) != read_digest:
         raise InputError(f"{dataset.name}: changed while it was being updated (another update or import at the same "
                          "time?): run the update again")
     copy = dataset.dated_path(now or datetime.now(UTC))

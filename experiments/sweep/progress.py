@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -17,9 +17,7 @@ from typing import Any
 from ray.tune import Callback
 
 from algos.rllib.system_metrics import NOTE_KEY as SYSTEM_NOTE_KEY
-from experiments.records.run_events import Line, TrialsEnded, TrialUpdate
-
-OnEvent = Callable[[Any], None]
+from experiments.records.run_events import Line, OnEvent, TrialsEnded, TrialUpdate, ignore
 
 # Where a TrialProgress unpickled by `Tuner.restore` (a resumed sweep) reports: the callback was pickled into the
 # sweep's tuner.pkl without its listener (a function of the first process), and gets this one back.
@@ -50,7 +48,8 @@ class TrialProgress(Callback):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.on_event = _RESTORED_LISTENER.get() or _ignore
+        # restored outside `restored_progress_reports_to`: it reports to nobody
+        self.on_event = _RESTORED_LISTENER.get() or ignore
         self.started = time.monotonic()
 
     def _params(self, trial: Any) -> str:
@@ -106,10 +105,6 @@ class TrialProgress(Callback):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         self.on_event(TrialsEnded({trial_id: dict(values) for trial_id, values in self.rows.items()}))
-
-
-def _ignore(event: Any) -> None:
-    """A restored callback with no listener (restored outside `restored_progress_reports_to`) reports to nobody."""
 
 
 def error_line(trial: Any) -> str:

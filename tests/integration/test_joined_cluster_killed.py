@@ -29,7 +29,7 @@ from experiments.sweep.faults import ClusterWatch
 target = resolve_ray_target(None, os.environ, leftover_address_file())
 watch = ClusterWatch(target, lambda line: print(f"error: {line}", flush=True))
 watch.start()
-start_ray(target, LocalRay(), Console(soft_wrap=True))
+start_ray(target, LocalRay(), Console(soft_wrap=True).print)
 print("joined", flush=True)
 
 @ray.remote(num_cpus=0)

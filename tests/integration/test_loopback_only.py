@@ -25,7 +25,7 @@ from experiments.plan.cluster import LOCAL, RayTarget
 from experiments.plan.local_ray import LocalRay, start_ray
 import ray
 args = LocalRay()
-start_ray(RayTarget(LOCAL), args, Console(file=io.StringIO()))
+start_ray(RayTarget(LOCAL), args, Console(file=io.StringIO()).print)
 context = ray.get_runtime_context()
 info = ray._private.worker.global_worker.node.address_info
 print("SESSION", info["session_dir"], "GCS", info["gcs_address"], flush=True)

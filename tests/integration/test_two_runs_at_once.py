@@ -23,7 +23,7 @@ from experiments.plan.local_ray import LocalRay, start_ray
 out = io.StringIO()
 args = LocalRay(dashboard=sys.argv[1] != "off", dashboard_port=int(sys.argv[2]) if sys.argv[2] != "-" else None)
 try:
-    start_ray(RayTarget(LOCAL), args, Console(file=out, width=300))
+    start_ray(RayTarget(LOCAL), args, Console(file=out, width=300).print)
 except InputError as error:
     print("REFUSED", error, flush=True)
     sys.exit(2)

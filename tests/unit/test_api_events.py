@@ -14,13 +14,13 @@ from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
+from rich.markup import escape
 
 from envs import work_counts
 from envs.errors import InputError
 from experiments import api
 from experiments.api.console_view import ConsoleView
-from experiments.api.events import EventConsole
-from experiments.records.run_events import Line, Phase, Status, TrialUpdate
+from experiments.records.run_events import Line, Phase, Status, TrialUpdate, say, show_status
 from tests.conftest import REPO
 
 COINS = REPO / "conf" / "dqn_coins.yaml"
@@ -57,19 +57,24 @@ def test_the_command_draws_the_events_as_it_always_printed(tmp_path, capsys):
     assert out.startswith("note: no local") and "\ndqn_coins: dqn on trading/Spot-v0 (" in out
 
 
-def test_helpers_that_print_to_a_console_send_events_and_write_nothing(capsys):
+def test_helpers_that_report_in_text_and_spinners_send_events_and_write_nothing(capsys):
+    """Registration and starting Ray take `log` (say), scoring takes `status` (show_status): each line is a `Line` of
+    markup, a plain one escaped so its brackets stay; each long step a pair of `Status`, ended even when it raises."""
+    from experiments.results.scoring import showing
+
     events: list = []
-    console = EventConsole(events.append)
-    console.print("[yellow]refused[/yellow]")
-    console.print("plain", markup=False, highlight=False)
-    with console.status("backtesting 2 trial(s)"):
+    say(events.append)("[yellow]refused[/yellow]")
+    say(events.append, highlight=False)(escape("stopped [raylet] pid 12"))
+    status = show_status(events.append)
+    with showing(status, "backtesting 2 trial(s)"):
         pass
+    with pytest.raises(KeyError), showing(status, "permuting each feature"):
+        raise KeyError("lost")
     assert capsys.readouterr() == ("", "")
-    assert events == [Line("[yellow]refused[/yellow]", markup=True, highlight=True), Line("plain"),
-                      Status("backtesting 2 trial(s)"), Status(None)]
-    assert events[0].plain == "refused"
-    with pytest.raises(TypeError):
-        console.print(object())
+    assert events == [Line("[yellow]refused[/yellow]", markup=True, highlight=True),
+                      Line(escape("stopped [raylet] pid 12"), markup=True, highlight=False),
+                      Status("backtesting 2 trial(s)"), Status(None), Status("permuting each feature"), Status(None)]
+    assert [event.plain for event in events[:2]] == ["refused", "stopped [raylet] pid 12"]
 
 
 def test_the_console_view_prints_a_line_as_the_console_would():

@@ -11,7 +11,8 @@ import sys
 from tests.conftest import REPO
 
 PRINT = ("import io; from rich.console import Console; from experiments.plan.local_ray import print_dashboard; "
-         "out = io.StringIO(); print_dashboard('127.0.0.1:8265', Console(file=out, width=200)); print(out.getvalue())")
+         "out = io.StringIO(); print_dashboard('127.0.0.1:8265', Console(file=out, width=200).print); "
+         "print(out.getvalue())")
 
 
 def dashboard_lines(**env: str) -> str:

@@ -51,6 +51,17 @@ def test_update_universe_appends_to_every_file_of_the_universe(tmp_path, capsys)
         assert len(list(path.parent.glob(f"{asset}-USD_1h.*Z.parquet"))) == 1  # the previous version, kept
 
 
+def test_update_universe_reads_the_table_once_for_every_file(tmp_path, capsys, monkeypatch):
+    import envs.trading.csv_import as csv_import
+
+    conf, files = _universe(tmp_path)
+    read, read_text = [], csv_import.read_user_text
+    monkeypatch.setattr(csv_import, "read_user_text", lambda path, *rest: read.append(path) or read_text(path, *rest))
+    table = _table(tmp_path, slice(190, 300))
+    assert data_cli.main(["update", "--universe", str(conf), "--from", str(table)]) == 0
+    assert read == [table] and len(files) == 2
+
+
 def test_update_universe_writes_no_file_unless_every_file_can_be_updated(tmp_path, capsys):
     conf, files = _universe(tmp_path)
     before = {path: path.read_bytes() for path in files.values()}
@@ -96,7 +107,7 @@ class OtherFiles(GymFamily, UpdatesData):
     def data_files(self, env_config, source):
         return []
 
-    def update_request(self, paths, source_file=None, feed=None):
+    def update_request(self, paths, feed):
         return None
 
 

@@ -5,6 +5,7 @@ replays a served model and the baselines exactly as their backtest does on the s
 tests/integration/test_universe_retrain_loop.py runs the command end to end."""
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -166,7 +167,7 @@ def test_the_forward_test_replays_the_served_model_and_the_baselines_as_their_ba
     whole = data.cut(len(data.index), storage, ("u",), tmp_path / "whole")
     backtest_config = {**universe.env_config, **whole, "protocol": {"type": "refit", "test_size": forward}}
     reader = UniverseReader.for_env_config(backtest_config)
-    report = data.forward_test({"challenger": Served(reader)}, data.forward_rows(forward, None))
+    report = data.forward_test({"challenger": Served(reader)}, data.forward_rows(forward, None), tmp_path / "whole")
     backtest = evaluate_policy(policy, backtest_config)
     assert report.start == data.index[-forward] and report.window.endswith(f"({forward} bars)")
     assert list(report.table.index) == ["challenger", *backtest.returns.columns[1:]]
@@ -174,3 +175,25 @@ def test_the_forward_test_replays_the_served_model_and_the_baselines_as_their_ba
     for baseline in backtest.returns.columns[1:]:
         assert np.array_equal(report.returns[baseline].to_numpy(), backtest.returns[baseline].to_numpy()), baseline
     assert report.table.loc["challenger", "trades"] == backtest.table.loc["agent", "trades"] > 0
+
+
+def test_the_forward_test_writes_the_refits_files_once_and_reads_them_once(universe, tmp_path, monkeypatch):
+    """The forward test writes the whole files under the retrain's folder, where the refit's cut finds them (it
+    writes nothing), and each model's paper book trades the universe the backtest's env read (no file read again
+    per model)."""
+    import envs.portfolio.universe_files as universe_files
+    import envs.trading.data as trading_data
+
+    data, local = universe.data, tmp_path / "retrain"
+    storage = resolve_storage(None, None, tmp_path, "test")
+    cut = data.cut(len(data.index) - 240, storage, ("u",), tmp_path / "cut")
+    reader = UniverseReader.for_env_config({**universe.env_config, **cut, "protocol": {"type": "refit"}})
+    written, read = [], []
+    save, load = trading_data.save_bars, universe_files.file_asset
+    monkeypatch.setattr(trading_data, "save_bars", lambda *a, **k: written.append(a[1]) or save(*a, **k))
+    monkeypatch.setattr(universe_files, "file_asset", lambda path: read.append(path) or load(path))
+    data.forward_test({"challenger": Served(reader), "champion": Served(reader)}, data.forward_rows(240, None), local)
+    assert len(written) == len(universe.paths) and read == []
+    whole = data.cut(len(data.index), storage, ("u",), local)
+    assert len(written) == len(universe.paths)  # the refit's cut reused the forward test's files
+    assert sorted(Path(path).name for path in whole["data_paths"]) == sorted(path.name for path in local.iterdir())

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from envs.datasets import read_bytes
 from envs.errors import InputError
 from envs.trading.csv_import import parse_times
-from envs.trading.data import is_parquet, read_bytes, zone_note
+from envs.trading.data import is_parquet, zone_note
 
 TIME_COLUMNS = ("timestamp", "time", "date", "datetime", "Date", "Timestamp", "Time", "Datetime")
 

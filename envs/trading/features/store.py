@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyarrow import ipc
 
-from envs.trading.data import digest_of, is_uri, read_bytes
+from envs.datasets import digest_of, is_uri, read_bytes
 from envs.trading.features.matrix import RawFeatures, build_raw
 from envs.trading.features.spec import Block, Item, TransformFeature, file_sources
 from envs.trading.features.talib_functions import TaFeature
